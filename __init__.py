@@ -1,0 +1,47 @@
+"""aircc: compile ONNX models to offline .om files and run them on a virtual device.
+
+    import aircc
+    aircc.compile("model.onnx", "model.om")
+    model = aircc.load("model.om")
+    outputs = model.run({"data_0": x})      # dict: output name -> numpy array
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import (AirccError, DeviceOutOfMemoryError, InputError, KernelError,  # noqa: F401
+                     ModelFormatError, ModelImportError, ShapeInferenceError,
+                     UnsupportedOpError)
+
+__version__ = "0.1.0"
+
+
+def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
+            input_shapes: dict | None = None, mode: str = "static"):
+    """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
+
+    Returns the :class:`~aircc.compiler.driver.CompiledModel` (its ``om``,
+    optimised ``graph`` and compile ``report``).
+    """
+    from .compiler.driver import CompileOptions, compile_model
+
+    compiled = compile_model(source, CompileOptions(streams=streams,
+                                                    input_shapes=dict(input_shapes or {}),
+                                                    mode=mode))
+    if output is not None:
+        compiled.save(output)
+    return compiled
+
+
+def load(source, device=None):
+    """Load an .om (path, bytes, or OmFile) onto ``device`` (default: device 0)."""
+    from .executor.runtime.loader import load_model
+
+    return load_model(source, device)
+
+
+def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0):
+    """A new virtual device with ``memory_bytes`` of memory."""
+    from .executor.device.device import VirtualDevice as _Device
+
+    return _Device(memory_bytes, device_id)

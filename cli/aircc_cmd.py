@@ -1,0 +1,99 @@
+"""``aircc``: compile ONNX to .om, inspect an .om, list ops."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from aircc.errors import AirccError
+
+
+def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, list]:
+    """``("data:1,3,224,224", "mask:1,128")`` -> {name: dims}; dims may be symbols."""
+    shapes: dict[str, list] = {}
+    for spec in specs:
+        for part in filter(None, (p.strip() for p in spec.split(";"))):
+            name, sep, dims = part.rpartition(":")
+            if not sep or not name:
+                raise click.BadParameter(f"'{part}' is not NAME:D1,D2,...", param_hint="--input-shape")
+            shapes[name] = [int(d) if d.strip().lstrip("-").isdigit() else d.strip()
+                            for d in dims.split(",") if d.strip()]
+    return shapes
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AirccError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="aircc")
+def main():
+    """aircc: an ONNX graph compiler for a virtual NPU."""
+
+
+@main.command()
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Where to write the .om.")
+@click.option("--streams", type=click.IntRange(min=1), default=None,
+              help="Cap on the number of streams (1 = a single stream).")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D1,D2,...",
+              help="Fix an input's shape (repeatable, or ';'-separated).")
+@click.option("--mode", type=click.Choice(["static"]), default="static", show_default=True,
+              help="Static sink mode: the whole graph planned at compile time.")
+@click.option("--emit", type=click.Choice(["om", "ir", "report"]), default="om", show_default=True,
+              help="om: write the model; ir: print the optimised IR; report: print the compile report.")
+def compile(model, output, streams, input_shapes, mode, emit):
+    """Compile an ONNX MODEL into an offline .om model."""
+    from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
+
+    options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes), mode=mode)
+    if emit == "ir":
+        click.echo(emit_ir(model, options))
+        return
+    if emit == "om" and not output:
+        raise click.UsageError("missing -o/--output (or use --emit ir / --emit report)")
+    compiled = compile_model(model, options)
+    if emit == "report":
+        click.echo(json.dumps(compiled.report, indent=2))
+        return
+    size = compiled.save(output)
+    r = compiled.report
+    click.echo(f"compiled {model} -> {output} ({size} bytes): {r['kernels']} kernels on "
+               f"{r['streams']} stream(s), {r['events']} events, arena {r['arena_bytes']} bytes "
+               f"(lower bound {r['lower_bound_bytes']}, no reuse {r['no_reuse_bytes']}), "
+               f"{r['total_seconds']:.2f} s")
+
+
+@main.command()
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def inspect(model, as_json):
+    """Summarise an .om model: mode, streams, events, tasks and memory plan."""
+    from aircc.formats import load_om
+    from aircc.formats.summary import format_summary, summarize
+
+    summary = summarize(load_om(model))
+    click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
+
+
+@main.command()
+def ops():
+    """List every supported op with its version and kernel kind."""
+    from aircc.executor.kernels.registry import all_specs
+
+    specs = sorted(all_specs(), key=lambda s: (s.domain, s.name, s.since))
+    later = {}
+    for s in specs:
+        later.setdefault((s.domain, s.name), []).append(s.since)
+    for s in specs:
+        versions = later[(s.domain, s.name)]
+        nxt = [v for v in versions if v > s.since]
+        rng = f"{s.since}-{nxt[0] - 1}" if nxt else f"{s.since}+"
+        click.echo(f"{(s.domain or 'ai.onnx'):<10} {s.name:<24} opset {rng:<8} "
+                   f"{'native' if s.native else 'fallback'}")

@@ -1,0 +1,177 @@
+"""ONNX -> AIR IR.
+
+The model is checked with the onnx checker first.  Initializers become
+constants (also when an old model lists them as graph inputs too: they are
+weights, not feeds).  Attributes become plain Python values, subgraph
+attributes become nested regions.  Types come from the graph's declared
+inputs; everything else is typed by the ``infer-shapes`` pass.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from aircc.errors import ModelImportError
+
+from ..ir.graph import Dim, Graph, Node, TensorType
+
+MIN_OPSET = 7
+
+
+def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    """Read a model from a path, bytes or a ModelProto, and run the onnx checker on it."""
+    try:
+        if isinstance(source, onnx.ModelProto):
+            model = source
+        elif isinstance(source, (bytes, bytearray)):
+            model = onnx.load_from_string(bytes(source))
+        else:
+            model = onnx.load(os.fspath(source))
+    except FileNotFoundError:
+        raise ModelImportError(f"ONNX model file not found: {source}") from None
+    except Exception as e:  # protobuf decode errors have no common base
+        raise ModelImportError(f"cannot read ONNX model {source!r}: {e}") from e
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        first = str(e).strip().splitlines()[0]
+        raise ModelImportError(f"the onnx checker rejects the model: {first}") from e
+    return model
+
+
+def onnx_dtype(elem_type: int) -> str:
+    """numpy dtype name for an ONNX TensorProto element type."""
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception as e:
+        raise ModelImportError(f"unsupported tensor element type {elem_type} "
+                               f"({onnx.TensorProto.DataType.Name(elem_type)})") from e
+
+
+def _type_from_proto(vi: onnx.ValueInfoProto, fresh) -> TensorType:
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        kind = vi.type.WhichOneof("value")
+        raise ModelImportError(f"value '{vi.name}' has type '{kind}': only tensors are supported")
+    if not tt.HasField("shape"):
+        return TensorType(onnx_dtype(tt.elem_type), None)
+    dims: list[Dim] = []
+    for k, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(fresh(f"{vi.name}_d{k}"))
+    return TensorType(onnx_dtype(tt.elem_type), tuple(dims))
+
+
+def convert_attribute(attr: onnx.AttributeProto, import_region):
+    """An ONNX attribute as a plain Python value (graphs via ``import_region``)."""
+    A = onnx.AttributeProto
+    if attr.type == A.GRAPH:
+        return import_region(attr.g)
+    if attr.type == A.GRAPHS:
+        return [import_region(g) for g in attr.graphs]
+    if attr.type in (A.SPARSE_TENSOR, A.SPARSE_TENSORS, A.TYPE_PROTO, A.TYPE_PROTOS):
+        raise ModelImportError(f"attribute '{attr.name}' of type "
+                               f"{A.AttributeType.Name(attr.type)} is not supported")
+    value = helper.get_attribute_value(attr)
+    if attr.type == A.TENSOR:
+        return numpy_helper.to_array(value)
+    if attr.type == A.TENSORS:
+        return [numpy_helper.to_array(t) for t in value]
+    if attr.type == A.STRING:
+        return value.decode("utf-8")
+    if attr.type == A.STRINGS:
+        return [v.decode("utf-8") for v in value]
+    if attr.type == A.INTS:
+        return [int(v) for v in value]
+    if attr.type == A.FLOATS:
+        return [float(v) for v in value]
+    return value
+
+
+class _Importer:
+    def __init__(self, opsets: dict[str, int]):
+        self.opsets = opsets
+        self.node_names: set[str] = set()
+        self.symbols = 0
+
+    def fresh_symbol(self, hint: str) -> str:
+        self.symbols += 1
+        return f"s{self.symbols}"
+
+    def node_name(self, proto: onnx.NodeProto, index: int) -> str:
+        base = proto.name or f"{proto.op_type}_{index}"
+        name, k = base, 1
+        while name in self.node_names:
+            name, k = f"{base}_{k}", k + 1
+        self.node_names.add(name)
+        return name
+
+    def import_graph(self, gp: onnx.GraphProto, name: str,
+                     input_shapes: Mapping[str, Sequence[Dim]] | None = None) -> Graph:
+        g = Graph(name=name, opsets=dict(self.opsets))
+        for init in gp.initializer:
+            arr = numpy_helper.to_array(init)
+            g.constants[init.name] = arr
+            g.types[init.name] = TensorType.of(arr)
+        if len(gp.sparse_initializer):
+            raise ModelImportError("sparse initializers are not supported")
+        shapes = dict(input_shapes or {})
+        for vi in gp.input:
+            if vi.name in g.constants:
+                continue  # an old-style model that also lists weights as inputs
+            t = _type_from_proto(vi, self.fresh_symbol)
+            if vi.name in shapes:
+                fixed = tuple(shapes.pop(vi.name))
+                if t.shape is not None and len(t.shape) != len(fixed):
+                    raise ModelImportError(f"--input-shape for '{vi.name}' has rank {len(fixed)}, "
+                                           f"the model says rank {len(t.shape)}")
+                t = TensorType(t.dtype, fixed)
+            g.inputs.append(vi.name)
+            g.types[vi.name] = t
+        if shapes and name == "main":
+            raise ModelImportError(f"--input-shape names unknown inputs {sorted(shapes)}; "
+                                   f"the model's inputs are {g.inputs}")
+        for index, proto in enumerate(gp.node):
+            attrs, regions = {}, []
+
+            def import_region(sub: onnx.GraphProto, _attr_name=[None]) -> Graph:
+                region = self.import_graph(sub, sub.name or f"{proto.op_type}_body")
+                regions.append(region)
+                return region
+
+            for a in proto.attribute:
+                value = convert_attribute(a, import_region)
+                if isinstance(value, Graph):
+                    value.meta["attribute"] = a.name
+                attrs[a.name] = value
+            domain = "" if proto.domain in ("", "ai.onnx") else proto.domain
+            node = Node(op=proto.op_type, inputs=list(proto.input), outputs=list(proto.output),
+                        attrs={k: v for k, v in attrs.items() if not isinstance(v, Graph)},
+                        name=self.node_name(proto, index), domain=domain,
+                        version=self.opsets.get(domain, 0), regions=regions)
+            g.nodes.append(node)
+        g.outputs = [o.name for o in gp.output]
+        return g
+
+
+def import_onnx(source, input_shapes: Mapping[str, Sequence[Dim]] | None = None,
+                name: str | None = None) -> Graph:
+    """Import an ONNX model (path, bytes or ModelProto) into an AIR IR graph."""
+    model = load_onnx(source)
+    opsets = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version)
+              for o in model.opset_import}
+    if opsets.get("", 0) < MIN_OPSET:
+        raise ModelImportError(f"the model uses opset {opsets.get('', 0)} of the default domain; "
+                               f"aircc needs opset {MIN_OPSET} or later")
+    graph = _Importer(opsets).import_graph(model.graph, "main", input_shapes)
+    graph.meta["model_name"] = name or model.graph.name or "model"
+    graph.meta["producer"] = f"{model.producer_name} {model.producer_version}".strip()
+    return graph

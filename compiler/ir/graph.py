@@ -1,0 +1,145 @@
+"""The AIR IR: a typed SSA graph of ops.
+
+Values are named; every value is defined exactly once (a graph input, a
+constant, or one output of one node).  A value's type is a dtype plus a shape
+whose dims are ints or symbols (strings).  Nodes keep their ops' attributes in
+``attrs`` and the results of passes (stream, events, ...) in ``meta``.
+Subgraph bodies (If/Loop/Scan) live in ``Node.regions``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+import numpy as np
+
+Dim = Union[int, str]
+
+#: Ops with side effects: dead-code elimination never removes them, even
+#: though they produce no value anybody reads.
+SIDE_EFFECT_OPS = frozenset({"EventRecord", "EventWait", "MemcpyH2D", "MemcpyD2H"})
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The static type of a value."""
+
+    dtype: str
+    """numpy dtype name, e.g. ``float32`` or ``int64``."""
+    shape: tuple[Dim, ...] | None
+    """Dims as ints (known) or strings (symbols); ``None`` when the rank is unknown."""
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def numel(self) -> int:
+        if not self.is_static:
+            raise ValueError(f"numel of a non-static shape {self.shape}")
+        n = 1
+        for d in self.shape:  # type: ignore[union-attr]
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * np.dtype(self.dtype).itemsize
+
+    @staticmethod
+    def of(array: np.ndarray) -> "TensorType":
+        return TensorType(array.dtype.name, tuple(int(d) for d in array.shape))
+
+
+@dataclass(eq=False)
+class Node:
+    """One op application."""
+
+    op: str
+    """Op type, e.g. ``Conv``."""
+    inputs: list[str]
+    """Names of the input values; ``""`` marks an omitted optional input."""
+    outputs: list[str]
+    """Names of the values this node defines."""
+    attrs: dict = field(default_factory=dict)
+    """Op attributes as plain Python values (ints, floats, str, lists, ndarrays)."""
+    name: str = ""
+    """Unique node name (from ONNX, or made up by the importer)."""
+    domain: str = ""
+    """Op domain; ``""`` is the default ONNX domain."""
+    version: int = 0
+    """Opset version of ``domain`` this node was imported under."""
+    regions: list["Graph"] = field(default_factory=list)
+    """Nested bodies of control-flow ops, in the op's attribute order."""
+    meta: dict = field(default_factory=dict)
+    """Pass results: ``stream``, ``event``, ``task`` index and so on."""
+
+    @property
+    def has_side_effects(self) -> bool:
+        return self.op in SIDE_EFFECT_OPS
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.op}, {self.inputs} -> {self.outputs})"
+
+
+@dataclass(eq=False)
+class Graph:
+    """A region: ordered nodes, typed values, inputs, outputs and constants."""
+
+    name: str = "main"
+    nodes: list[Node] = field(default_factory=list)
+    """Nodes in a topological order."""
+    inputs: list[str] = field(default_factory=list)
+    """Runtime inputs (constants are not inputs)."""
+    outputs: list[str] = field(default_factory=list)
+    types: dict[str, TensorType] = field(default_factory=dict)
+    """Type of every value defined in this region."""
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    """Values known at compile time (weights and folded results)."""
+    opsets: dict[str, int] = field(default_factory=dict)
+    """Opset version per domain of the model this graph came from."""
+    meta: dict = field(default_factory=dict)
+
+    # ---------------------------------------------------------- queries
+    def producers(self) -> dict[str, Node]:
+        """Map each node-defined value to the node that defines it."""
+        return {out: n for n in self.nodes for out in n.outputs if out}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Map each value to the nodes of this region that read it."""
+        users: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if i:
+                    users.setdefault(i, []).append(n)
+        return users
+
+    def walk(self) -> Iterator[Node]:
+        """Every node, nested regions included (pre-order)."""
+        for n in self.nodes:
+            yield n
+            for r in n.regions:
+                yield from r.walk()
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node named {name!r}")
+
+    def type_of(self, value: str) -> TensorType:
+        return self.types[value]
+
+    def fresh_name(self, base: str) -> str:
+        """A value or node name not used in this graph yet."""
+        used = set(self.types) | {n.name for n in self.nodes}
+        if base not in used:
+            return base
+        k = 1
+        while f"{base}_{k}" in used:
+            k += 1
+        return f"{base}_{k}"

@@ -1,0 +1,47 @@
+"""Passes by name, and the pipeline that runs them (verifying after each).
+
+A pipeline is a list of pass names, e.g.
+``["infer-shapes", "fold-constants", "remove-identity", "dce"]``.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from aircc.errors import PassError
+
+from ..ir.graph import Graph
+from ..ir.verifier import verify
+from .eliminate_dead_code import eliminate_dead_code
+from .fold_constants import fold_constants
+from .infer_shapes import infer_shapes
+from .remove_identity import remove_identity
+
+PASSES: dict[str, Callable[[Graph], Graph]] = {
+    "infer-shapes": infer_shapes,
+    "fold-constants": fold_constants,
+    "remove-identity": remove_identity,
+    "dce": eliminate_dead_code,
+}
+
+DEFAULT_PIPELINE = ["infer-shapes", "fold-constants", "remove-identity", "dce", "infer-shapes"]
+
+
+def get_pass(name: str) -> Callable[[Graph], Graph]:
+    try:
+        return PASSES[name]
+    except KeyError:
+        raise PassError(f"unknown pass '{name}'; known passes: {', '.join(sorted(PASSES))}") from None
+
+
+def run_pipeline(graph: Graph, names: list[str] | None = None, *, verify_each: bool = True) -> Graph:
+    """Run passes in order; with ``verify_each`` the verifier checks the IR after each one."""
+    timings = graph.meta.setdefault("pass_seconds", {})
+    for name in DEFAULT_PIPELINE if names is None else names:
+        fn = get_pass(name)
+        t0 = time.perf_counter()
+        graph = fn(graph)
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+        if verify_each:
+            verify(graph)
+    return graph

@@ -1,0 +1,75 @@
+"""Pass ``assign-streams``: put independent branches on different streams.
+
+Data-flow analysis over the DAG (networkx): walking a topological order, a
+node continues the stream of a predecessor that is still that stream's last
+node (so chains stay on one stream and need no events); a node that cannot
+continue a chain opens a new stream while fewer than ``max_streams`` exist,
+and otherwise joins the stream with the least work so far.  Nodes without
+predecessors (host-to-device copies) go on stream 0.  Stream ids are dense
+from 0 and recorded in ``node.meta["stream"]``.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from aircc.errors import CompileOptionError
+
+from ..ir.graph import Graph, Node
+
+DEFAULT_MAX_STREAMS = 4
+
+
+def dataflow_dag(graph: Graph) -> nx.DiGraph:
+    """Nodes of ``graph`` (by index) with an edge for every value one reads from another."""
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(graph.nodes)))
+    producer = {o: k for k, n in enumerate(graph.nodes) for o in n.outputs if o}
+    for k, n in enumerate(graph.nodes):
+        for i in n.inputs:
+            if i in producer:
+                dag.add_edge(producer[i], k)
+    return dag
+
+
+def _work(node: Node, graph: Graph) -> int:
+    """A rough cost: bytes the node writes (at least 1)."""
+    total = 1
+    for o in node.outputs:
+        t = graph.types.get(o)
+        if t is not None and t.is_static:
+            total += t.nbytes
+    return total
+
+
+def assign_streams(graph: Graph, max_streams: int | None = None) -> Graph:
+    cap = DEFAULT_MAX_STREAMS if max_streams is None else max_streams
+    if cap < 1:
+        raise CompileOptionError(f"--streams must be at least 1, got {cap}")
+    dag = dataflow_dag(graph)
+    if not nx.is_directed_acyclic_graph(dag):
+        raise CompileOptionError("the graph has a cycle; it cannot be scheduled")
+    tail: list[int] = []     # stream -> index of its last node
+    load: list[int] = []     # stream -> work assigned
+    stream_of: dict[int, int] = {}
+    for k in range(len(graph.nodes)):  # graph.nodes is a topological order
+        preds = sorted(dag.predecessors(k))
+        chains = [p for p in preds if tail[stream_of[p]] == p]
+        if not preds:
+            s = 0 if tail else None
+        elif chains:
+            s = stream_of[max(chains, key=lambda p: load[stream_of[p]])]
+        elif len(tail) < cap:
+            s = None
+        else:
+            s = min(range(len(tail)), key=lambda t: load[t])
+        if s is None:
+            tail.append(k)
+            load.append(0)
+            s = len(tail) - 1
+        stream_of[k] = s
+        tail[s] = k
+        load[s] += _work(graph.nodes[k], graph)
+    for k, node in enumerate(graph.nodes):
+        node.meta["stream"] = stream_of[k]
+    graph.meta["streams"] = max(1, len(tail))
+    return graph

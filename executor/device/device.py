@@ -1,0 +1,175 @@
+"""The virtual device: memory, streams, events, and a control processor.
+
+The host talks to the device through submissions.  A static model is run by
+ONE submission, a model-execute task: the device's control processor hands
+each stream its task list, the stream workers walk them (events ordering
+them), and the host is told when every stream is done.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aircc.errors import AirccError, DeviceError, KernelError, StreamSyncTimeoutError
+
+from .memory import DeviceMemory
+from .stream import Event, Stream
+
+DEFAULT_MEMORY_BYTES = 8 << 30
+
+
+def parse_bytes(text: str) -> int:
+    """``"512M"``, ``"4G"``, ``"1048576"`` -> bytes."""
+    text = text.strip().upper().rstrip("B").rstrip("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    if text and text[-1] in scale:
+        return int(float(text[:-1]) * scale[text[-1]])
+    return int(text)
+
+
+#: A device task: called by a stream worker with the run it belongs to.
+Task = Callable[["Run"], None]
+
+
+@dataclass(eq=False)
+class Run:
+    """One model execution in flight on the device."""
+
+    generation: int
+    feeds: list[Any]
+    results: list[Any]
+    pending: int
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    cancelled: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fail(self, error: BaseException, events: list[Event]) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = error
+            self.cancelled = True
+        for e in events:
+            e.cancel()
+
+    def stream_finished(self) -> None:
+        with self._lock:
+            self.pending -= 1
+            last = self.pending == 0
+        if last:
+            self.done.set()
+
+
+class Cancelled(Exception):
+    """Raised inside a stream walk when its run was cancelled."""
+
+
+@dataclass(eq=False)
+class DeviceProgram:
+    """A loaded static model as the device keeps it: task lists bound to streams."""
+
+    streams: list[Stream]
+    events: list[Event]
+    lists: list[list[tuple[Task, dict]]]
+    """Per stream: (callable, task description) in order."""
+    generation: int = 0
+
+
+class VirtualDevice:
+    """A device with ``memory_bytes`` of real memory and in-order streams."""
+
+    def __init__(self, memory_bytes: int | None = None, device_id: int = 0):
+        if memory_bytes is None:
+            env = os.environ.get("AIR_DEVICE_MEMORY")
+            memory_bytes = parse_bytes(env) if env else DEFAULT_MEMORY_BYTES
+        self.id = device_id
+        self.memory = DeviceMemory(memory_bytes)
+        self.streams: list[Stream] = []
+        self._control = Stream(-1, name=f"dev{device_id}-control")
+        self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0}
+        self._lock = threading.Lock()
+        self.closed = False
+
+    # ------------------------------------------------------------- resources
+    def create_stream(self, priority: int = 0) -> Stream:
+        self._check_open()
+        s = Stream(len(self.streams), priority, name=f"dev{self.id}")
+        self.streams.append(s)
+        return s
+
+    def destroy_stream(self, stream: Stream) -> None:
+        stream.close()
+        if stream in self.streams:
+            self.streams.remove(stream)
+
+    @staticmethod
+    def create_events(count: int) -> list[Event]:
+        return [Event(i) for i in range(count)]
+
+    # ------------------------------------------------------------- execution
+    def execute(self, program: DeviceProgram, feeds: list, results: list,
+                timeout: float | None = None) -> None:
+        """Run a static program: one host submission, the device does the rest."""
+        self._check_open()
+        with self._lock:
+            self.stats["host_submissions"] += 1
+            program.generation += 1
+            run = Run(program.generation, feeds, results, pending=len(program.lists))
+        self._control.submit(lambda: self._dispatch(program, run))
+        if not run.done.wait(timeout):
+            run.fail(StreamSyncTimeoutError(f"model execution did not finish within {timeout} s"),
+                     program.events)
+            run.done.wait()
+        self.stats["model_executions"] += 1
+        if run.error is not None:
+            raise run.error
+
+    def _dispatch(self, program: DeviceProgram, run: Run) -> None:
+        """Control processor: give each stream its task list for this run."""
+        if not program.lists:
+            run.done.set()
+        for stream, tasks in zip(program.streams, program.lists):
+            stream.submit(lambda tasks=tasks: self._walk(tasks, run, program.events))
+
+    def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event]) -> None:
+        try:
+            for fn, desc in tasks:
+                if run.cancelled:
+                    break
+                fn(run)
+            self.stats["tasks_run"] += len(tasks)
+        except Cancelled:
+            pass
+        except AirccError as e:
+            run.fail(e, events)
+        except BaseException as e:  # a kernel failed: name the node and op
+            run.fail(KernelError(desc.get("node", desc.get("kind", "?")),
+                                 desc.get("op", desc.get("kind", "?")), e), events)
+        finally:
+            run.stream_finished()
+
+    def close(self) -> None:
+        for s in list(self.streams):
+            s.close()
+        self.streams.clear()
+        self._control.close()
+        self.closed = True
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise DeviceError(f"device {self.id} is closed")
+
+
+_default: VirtualDevice | None = None
+_default_lock = threading.Lock()
+
+
+def default_device() -> VirtualDevice:
+    """The process-wide device 0 (created on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = VirtualDevice()
+        return _default

@@ -1,0 +1,83 @@
+"""Device memory: one real buffer of fixed capacity, and an allocator over it.
+
+Allocations are first-fit over a sorted free list, aligned to 64 bytes, and
+freed blocks coalesce with their neighbours.  A request that does not fit
+raises :class:`DeviceOutOfMemoryError` saying how much is available.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+
+import numpy as np
+
+from aircc.errors import DeviceError, DeviceOutOfMemoryError
+
+ALIGNMENT = 64
+
+
+class DeviceMemory:
+    """``capacity`` bytes of device memory (pages are committed on first touch)."""
+
+    def __init__(self, capacity: int):
+        if capacity <= 0:
+            raise DeviceError(f"device memory capacity must be positive, got {capacity}")
+        self.capacity = int(capacity)
+        self.data = np.zeros(self.capacity, dtype=np.uint8)
+        self._free: list[tuple[int, int]] = [(0, self.capacity)]   # (offset, size), sorted
+        self._used: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self.peak_used = 0
+
+    @property
+    def used(self) -> int:
+        return sum(self._used.values())
+
+    @property
+    def available(self) -> int:
+        return self.capacity - self.used
+
+    def largest_free_block(self) -> int:
+        return max((s for _, s in self._free), default=0)
+
+    def malloc(self, size: int, what: str = "") -> int:
+        """Reserve ``size`` bytes; returns the offset."""
+        size = max(ALIGNMENT, (int(size) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
+        with self._lock:
+            for k, (off, free) in enumerate(self._free):
+                if free >= size:
+                    if free == size:
+                        del self._free[k]
+                    else:
+                        self._free[k] = (off + size, free - size)
+                    self._used[off] = size
+                    self.peak_used = max(self.peak_used, self.used)
+                    return off
+            raise DeviceOutOfMemoryError(size, self.capacity - sum(self._used.values()),
+                                         self.capacity, what)
+
+    def free(self, offset: int) -> None:
+        with self._lock:
+            size = self._used.pop(offset, None)
+            if size is None:
+                raise DeviceError(f"free of offset {offset}, which is not an allocation")
+            k = bisect.bisect_left(self._free, (offset, 0))
+            self._free.insert(k, (offset, size))
+            # coalesce with the next and the previous block
+            if k + 1 < len(self._free) and offset + size == self._free[k + 1][0]:
+                self._free[k] = (offset, size + self._free[k + 1][1])
+                del self._free[k + 1]
+            if k > 0 and self._free[k - 1][0] + self._free[k - 1][1] == offset:
+                self._free[k - 1] = (self._free[k - 1][0], self._free[k - 1][1] + self._free[k][1])
+                del self._free[k]
+
+    def view(self, offset: int, dtype, shape) -> np.ndarray:
+        """A numpy view of device bytes at ``offset`` (no copy)."""
+        dt = np.dtype(dtype)
+        count = 1
+        for d in shape:
+            count *= int(d)
+        end = offset + count * dt.itemsize
+        if offset < 0 or end > self.capacity:
+            raise DeviceError(f"view [{offset}, {end}) is outside device memory of {self.capacity} bytes")
+        return self.data[offset:end].view(dt).reshape(tuple(int(d) for d in shape))

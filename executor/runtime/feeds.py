@@ -1,0 +1,36 @@
+"""Checking a run's feeds against the model's declared inputs."""
+from __future__ import annotations
+
+import numpy as np
+
+from aircc.errors import InputError
+
+
+def _shape_matches(expected: list, actual: tuple) -> bool:
+    if len(expected) != len(actual):
+        return False
+    return all(not isinstance(e, int) or e == a for e, a in zip(expected, actual))
+
+
+def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
+    """The feeds in input order, as C-contiguous arrays; raise InputError on any mismatch."""
+    if not isinstance(feeds, dict):
+        raise InputError(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
+    names = [i["name"] for i in inputs]
+    unknown = [k for k in feeds if k not in names]
+    if unknown:
+        raise InputError(f"unknown input names {unknown}; the model's inputs are {names}")
+    missing = [n for n in names if n not in feeds]
+    if missing:
+        raise InputError(f"missing inputs {missing}; the model's inputs are {names}")
+    ordered = []
+    for spec in inputs:
+        value = feeds[spec["name"]]
+        arr = np.asarray(value)
+        if arr.dtype != np.dtype(spec["dtype"]):
+            raise InputError(f"input '{spec['name']}' must be {spec['dtype']}, got {arr.dtype}")
+        if not _shape_matches(spec["shape"], arr.shape):
+            raise InputError(f"input '{spec['name']}' must have shape {spec['shape']}, "
+                             f"got {list(arr.shape)}")
+        ordered.append(np.ascontiguousarray(arr))
+    return ordered

@@ -1,0 +1,32 @@
+"""Shared fixtures: the onnx package's light models, samples, small graphs."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT_MODELS = sorted(f[len("light_"):-len(".onnx")] for f in os.listdir(LIGHT_DIR)
+                      if f.endswith(".onnx"))
+SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+
+
+def light_path(name: str) -> str:
+    return os.path.join(LIGHT_DIR, f"light_{name}.onnx")
+
+
+@pytest.fixture(scope="session")
+def device():
+    """One virtual device for the whole session (as a process would have)."""
+    from aircc.executor.device.device import VirtualDevice
+
+    dev = VirtualDevice(8 << 30)
+    yield dev
+    dev.close()
+
+
+def random_feeds(inputs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}

@@ -1,0 +1,62 @@
+"""Small ONNX graphs built with onnx.helper for the unit tests."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "t", inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(m)
+    return m
+
+
+def tensor(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def const(name, array) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def diamond(width: int = 4, branches: int = 3, opset: int = 17) -> onnx.ModelProto:
+    """x -> Relu -> {branches parallel chains of (Mul, Tanh)} -> Sum -> y."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="stem")]
+    outs = []
+    inits = []
+    for b in range(branches):
+        inits.append(const(f"k{b}", np.full([width], b + 1.0, np.float32)))
+        nodes.append(helper.make_node("Mul", ["r", f"k{b}"], [f"m{b}"], name=f"mul{b}"))
+        nodes.append(helper.make_node("Tanh", [f"m{b}"], [f"t{b}"], name=f"tanh{b}"))
+        outs.append(f"t{b}")
+    nodes.append(helper.make_node("Sum", outs, ["y"], name="sum"))
+    return model(nodes, [tensor("x", [2, width])], [tensor("y", [2, width])], inits, opset)
+
+
+def run_ir(graph, feeds: dict) -> dict:
+    """Evaluate an IR graph op by op with the registry's kernels in host memory.
+
+    The oracle for pass tests: a pass must not change what the graph computes.
+    """
+    from aircc.executor.kernels.registry import lookup
+
+    env = dict(graph.constants)
+    env.update(feeds)
+    for node in graph.nodes:
+        if node.op in ("EventRecord", "EventWait", "MemcpyD2H"):
+            continue
+        if node.op == "MemcpyH2D":
+            env[node.outputs[0]] = env[node.inputs[0]]
+            continue
+        spec = lookup(node.op, node.version, node.domain, node.name)
+        ins = [env[i] if i else None for i in node.inputs]
+        types = [graph.types[o] for o in node.outputs]
+        outs = [np.empty(t.shape, t.dtype) for t in types]
+        tiling = spec.tiling([graph.types.get(i) if i else None for i in node.inputs], node.attrs) \
+            if spec.tiling else {}
+        ws = np.empty(tiling.get("workspace", 0), np.uint8) if tiling.get("workspace") else None
+        spec.kernel(ins, outs, node.attrs, tiling, ws)
+        env.update(zip(node.outputs, outs))
+    return {o: env[o] for o in graph.outputs}

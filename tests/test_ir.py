@@ -1,0 +1,119 @@
+"""The IR: import, printer, verifier."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from aircc.compiler.frontend.onnx_import import import_onnx
+from aircc.compiler.ir.graph import Graph, Node, TensorType
+from aircc.compiler.ir.printer import print_graph
+from aircc.compiler.ir.verifier import verify
+from aircc.compiler.passes.infer_shapes import infer_shapes
+from aircc.compiler.passes.pipeline import run_pipeline
+from aircc.errors import ModelImportError, VerificationError
+from graphs import const, diamond, model, tensor
+from conftest import light_path
+
+
+def test_import_keeps_weights_listed_as_inputs_as_constants():
+    g = import_onnx(light_path("bvlc_alexnet"))
+    assert g.inputs == ["data_0"]
+    assert "conv1_w_0__SHAPE" in g.constants
+    assert g.types["data_0"] == TensorType("float32", (1, 3, 224, 224))
+
+
+def test_import_symbolic_dims_and_input_shape_override():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", ["batch", 8])], [tensor("y", ["batch", 8])])
+    assert import_onnx(m).types["x"].shape == ("batch", 8)
+    assert import_onnx(m, {"x": [3, 8]}).types["x"].shape == (3, 8)
+    with pytest.raises(ModelImportError, match="rank"):
+        import_onnx(m, {"x": [3]})
+    with pytest.raises(ModelImportError, match="unknown inputs"):
+        import_onnx(m, {"nope": [1]})
+
+
+def test_import_rejects_unreadable_and_invalid_models(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00not a model")
+    with pytest.raises(ModelImportError):
+        import_onnx(str(bad))
+    with pytest.raises(ModelImportError, match="not found"):
+        import_onnx(str(tmp_path / "missing.onnx"))
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])])
+    m.graph.node[0].input[0] = "undefined_value"
+    with pytest.raises(ModelImportError, match="checker"):
+        import_onnx(m)
+
+
+def test_printer_shows_types_attrs_and_quotes_names():
+    g = run_pipeline(import_onnx(light_path("zfnet512")))
+    text = print_graph(g)
+    assert text.startswith('graph @main(%"gpu_0/data_0": float32[1,3,224,224])')
+    assert "Conv(" in text and "kernel_shape=[7,7]" in text
+    assert "dense<sha1:" in text          # big weights print as a digest
+    # every node appears once, in order
+    assert text.count(" = ") >= len(g.nodes)
+    assert [line.split("= ")[1].split("(")[0] for line in text.splitlines()
+            if line.strip().startswith("%") and "= " in line][: 3] == [n.op for n in g.nodes[:3]]
+
+
+def test_printer_symbols_and_small_constants_inline():
+    g = Graph(inputs=["x"], outputs=["y"], types={"x": TensorType("float32", ("N", 4))})
+    g.constants["k"] = np.array([1.0, 2.0], np.float32)
+    g.nodes.append(Node("Mul", ["x", "k"], ["y"], name="m", version=17))
+    infer_shapes(g)
+    text = print_graph(g)
+    assert "%x: float32[?N,4]" in text
+    assert "const %k: float32[2] = dense[1.0,2.0]" in text
+    assert '%y: float32[?N,4] = Mul(%x, %k) {name="m", v=17}' in text
+
+
+def _tiny() -> Graph:
+    g = Graph(inputs=["x"], outputs=["z"], types={"x": TensorType("float32", (2,))})
+    g.nodes = [Node("Relu", ["x"], ["y"], name="a", version=17),
+               Node("Relu", ["y"], ["z"], name="b", version=17)]
+    return infer_shapes(g)
+
+
+def test_verifier_accepts_valid_graph():
+    verify(_tiny())
+    verify(infer_shapes(import_onnx(diamond())))
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda g: g.nodes.reverse(), "before it is defined"),
+    (lambda g: setattr(g.nodes[1], "outputs", ["y"]), "more than once"),
+    (lambda g: setattr(g.nodes[1], "name", "a"), "used twice"),
+    (lambda g: g.outputs.append("ghost"), "not defined"),
+    (lambda g: g.types.pop("y"), "no type"),
+    (lambda g: g.constants.__setitem__("x", np.zeros(1)), "more than once"),
+    (lambda g: g.nodes[0].meta.__setitem__("stream", 0), "has no stream"),
+])
+def test_verifier_rejects(breakage, message):
+    g = _tiny()
+    breakage(g)
+    with pytest.raises(VerificationError, match=message):
+        verify(g)
+
+
+def test_verifier_rejects_wait_before_record():
+    g = _tiny()
+    for n in g.nodes:
+        n.meta["stream"] = 0
+    g.nodes.insert(0, Node("EventWait", [], [], {"event": 0}, name="w", meta={"stream": 1}))
+    g.nodes.append(Node("EventRecord", [], [], {"event": 0}, name="r", meta={"stream": 0}))
+    with pytest.raises(VerificationError, match="before it is recorded"):
+        verify(g)
+
+
+def test_verifier_checks_nested_regions_with_captures():
+    g = _tiny()
+    body = Graph(name="body", outputs=["w"])
+    body.nodes = [Node("Relu", ["y"], ["w"], name="inner", version=17)]   # captures y
+    body.types["w"] = TensorType("float32", (2,))
+    g.nodes[1].regions.append(body)
+    verify(g)
+    body.nodes[0].inputs = ["z"]   # z is defined after the node holding the region
+    with pytest.raises(VerificationError, match="before it is defined"):
+        verify(g)

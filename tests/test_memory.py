@@ -1,0 +1,87 @@
+"""The static memory planner."""
+from __future__ import annotations
+
+import pytest
+
+from aircc.compiler.driver import CompileOptions, compile_model
+from aircc.compiler.ir.graph import Graph, Node, TensorType
+from aircc.compiler.memory.planner import Buffer, lower_bound, place, plan_memory
+from aircc.compiler.schedule.happens_before import HappensBefore
+from aircc.errors import CompileOptionError
+from graphs import diamond, model, tensor
+from schedule_check import overlapping_live_buffers
+from onnx import helper
+
+
+def _chain(n: int, size: int, streams: list[int] | None = None) -> Graph:
+    g = Graph()
+    prev = []
+    for k in range(n):
+        g.nodes.append(Node("Relu", prev, [f"v{k}"], name=f"n{k}",
+                            meta={"stream": (streams or [0] * n)[k]}))
+        g.types[f"v{k}"] = TensorType("uint8", (size,))
+        prev = [f"v{k}"]
+    return g
+
+
+def test_chain_on_one_stream_ping_pongs_two_buffers():
+    plan = plan_memory(_chain(6, 1024))
+    assert plan.arena_bytes == 2048 == plan.lower_bound_bytes
+    assert plan.no_reuse_bytes == 6 * 1024
+    offsets = [plan.buffers[f"v{k}"].offset for k in range(6)]
+    assert all(offsets[k] != offsets[k + 1] for k in range(5))
+
+
+def test_no_reuse_across_streams_without_an_event():
+    # same chain but every node on its own stream and no events: nothing is ordered
+    g = _chain(4, 1024, streams=[0, 1, 2, 3])
+    plan = plan_memory(g)
+    offs = sorted(b.offset for b in plan.buffers.values())
+    assert offs == [0, 1024, 2048, 3072]
+    assert plan.arena_bytes == 4096
+
+
+def test_reuse_across_streams_along_an_event():
+    g = _chain(3, 1024, streams=[0, 0, 1])
+    # v1's reader n2 is on stream 1; order n1 -> n2 with an event, then n3 on stream 0 after a wait
+    g.nodes.insert(2, Node("EventRecord", [], [], {"event": 0}, name="r0", meta={"stream": 0}))
+    g.nodes.insert(3, Node("EventWait", [], [], {"event": 0}, name="w0", meta={"stream": 1}))
+    g.nodes.append(Node("EventRecord", [], [], {"event": 1}, name="r1", meta={"stream": 1}))
+    g.nodes.append(Node("EventWait", [], [], {"event": 1}, name="w1", meta={"stream": 0}))
+    g.nodes.append(Node("Relu", ["v2"], ["v3"], name="n3", meta={"stream": 0}))
+    g.types["v3"] = TensorType("uint8", (1024,))
+    hb = HappensBefore(g)
+    idx = hb.index
+    assert hb.before(idx["n0"], idx["n2"]) and hb.before(idx["n2"], idx["n3"])
+    assert not hb.before(idx["n2"], idx["n0"])
+    plan = plan_memory(g)
+    assert plan.buffers["v3"].offset == plan.buffers["v1"].offset   # reuse is safe here
+    assert plan.arena_bytes == 2048
+
+
+def test_greedy_by_size_fills_the_smallest_fitting_gap():
+    hb_graph = _chain(1, 1)
+    hb = HappensBefore(hb_graph)
+    # all buffers written by task 0 and never ordered: they all conflict
+    bufs = [Buffer("a", 300, 0), Buffer("b", 200, 0), Buffer("c", 100, 0)]
+    assert place(bufs, hb, alignment=1) == 600
+    assert sorted(b.offset for b in bufs) == [0, 300, 500]
+
+
+def test_lower_bound_is_peak_of_live_bytes():
+    bufs = [Buffer("a", 10, 0, [2]), Buffer("b", 20, 1, [3]), Buffer("c", 5, 3, [4])]
+    assert lower_bound(bufs) == 30   # a and b live together at tasks 1..2
+
+
+def test_static_mode_needs_static_shapes():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", ["N", 4])], [tensor("y", ["N", 4])])
+    with pytest.raises(CompileOptionError, match="--input-shape"):
+        compile_model(m)
+    compile_model(m, CompileOptions(input_shapes={"x": [2, 4]}))
+
+
+def test_plan_of_multistream_sample_has_no_live_overlap():
+    compiled = compile_model(diamond(width=1000, branches=4))
+    s = compiled.om.sections
+    assert s["tasks"]["streams"] == 4
+    assert overlapping_live_buffers(s["tasks"], s["memory_plan"]) == []
