@@ -1,0 +1,85 @@
+"""The command lines: aircc compile / inspect / ops, and airrun."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from aircc.cli.airrun_cmd import main as airrun
+from aircc.cli.aircc_cmd import main as aircc_cli
+from conftest import SAMPLES
+
+
+def _compile(tmp_path, *extra):
+    out = tmp_path / "mlp.om"
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(out),
+                                       "--input-shape", "input:4,784", *extra])
+    assert r.exit_code == 0, r.output
+    return out, r.output
+
+
+def test_compile_run_and_save_outputs(tmp_path):
+    om, text = _compile(tmp_path)
+    assert "compiled" in text and "arena" in text
+    npz = tmp_path / "y.npz"
+    r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--output", str(npz)])
+    assert r.exit_code == 0, r.output
+    assert "probs: float32[4, 10]" in r.output
+    y = np.load(npz)["probs"]
+    np.testing.assert_allclose(y.sum(axis=1), 1, rtol=1e-5)
+    # named input form and .npz input form give the same result
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, input=np.load(f"{SAMPLES}/mlp_input.npy"))
+    for spec in (f"input={SAMPLES}/mlp_input.npy", str(feeds)):
+        npz2 = tmp_path / "y2.npz"
+        r = CliRunner().invoke(airrun, [str(om), "--input", spec, "--output", str(npz2), "--quiet"])
+        assert r.exit_code == 0, r.output
+        np.testing.assert_array_equal(np.load(npz2)["probs"], y)
+
+
+def test_inspect_json_has_the_plan(tmp_path):
+    om, _ = _compile(tmp_path)
+    r = CliRunner().invoke(aircc_cli, ["inspect", str(om), "--json"])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    for key in ("mode", "streams", "events", "tasks_per_stream", "arena_bytes",
+                "lower_bound_bytes", "no_reuse_bytes", "memory_plan"):
+        assert key in info
+    assert info["mode"] == "static"
+    assert len(info["tasks_per_stream"]) == info["streams"]
+    assert {"name", "offset", "size", "first_task", "last_task"} <= set(info["memory_plan"][0])
+    text = CliRunner().invoke(aircc_cli, ["inspect", str(om)]).output
+    assert "streams" in text and "arena" in text
+
+
+def test_emit_ir_and_report_and_single_stream(tmp_path):
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/branches.onnx", "--emit", "ir"])
+    assert r.exit_code == 0 and r.output.startswith("graph @main(")
+    assert "Conv(" in r.output
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/branches.onnx", "--emit", "report"])
+    report = json.loads(r.output)
+    assert report["streams"] > 1 and report["events"] > 0
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/branches.onnx", "--emit", "report",
+                                       "--streams", "1"])
+    report = json.loads(r.output)
+    assert report["streams"] == 1 and report["events"] == 0
+
+
+def test_errors_are_reported_cleanly(tmp_path):
+    bad = tmp_path / "bad.om"
+    bad.write_bytes(b"garbage" * 20)
+    r = CliRunner().invoke(aircc_cli, ["inspect", str(bad)])
+    assert r.exit_code == 2 and "bad magic" in r.output
+    r = CliRunner().invoke(airrun, [str(bad), "--random", "0"])
+    assert r.exit_code == 2 and "error:" in r.output
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(tmp_path / "x.om")])
+    assert r.exit_code == 2 and "--input-shape" in r.output
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "--input-shape", "nonsense"])
+    assert r.exit_code != 0 and "NAME:D1,D2" in r.output
+
+
+def test_ops_lists_supported_ops():
+    r = CliRunner().invoke(aircc_cli, ["ops"])
+    assert r.exit_code == 0
+    assert any(line.split()[1] == "Conv" and "native" in line for line in r.output.splitlines())
