@@ -96,6 +96,7 @@ def compile_model(source, options: CompileOptions | None = None) -> CompiledMode
         "arena_bytes": plan.arena_bytes,
         "lower_bound_bytes": plan.lower_bound_bytes,
         "no_reuse_bytes": plan.no_reuse_bytes,
+        "memory_strategy": plan.strategy,
         "weights_bytes": sections["memory_plan"]["weights_bytes"],
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
         "total_seconds": round(time.perf_counter() - t0, 4),

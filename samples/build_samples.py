@@ -40,7 +40,7 @@ def build_mlp(rng: np.random.Generator) -> onnx.ModelProto:
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 784])],
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                             producer_name="aircc-samples")
+                             producer_name="aircc-samples", ir_version=8)
 
 
 def build_branches(rng: np.random.Generator) -> onnx.ModelProto:
@@ -70,7 +70,7 @@ def build_branches(rng: np.random.Generator) -> onnx.ModelProto:
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 5])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
-                             producer_name="aircc-samples")
+                             producer_name="aircc-samples", ir_version=8)
 
 
 def main(out_dir: str = HERE) -> None:

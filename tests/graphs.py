@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 def model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
     g = helper.make_graph(nodes, "t", inputs, outputs, list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     onnx.checker.check_model(m)
     return m
 
@@ -40,7 +40,8 @@ def run_ir(graph, feeds: dict) -> dict:
 
     The oracle for pass tests: a pass must not change what the graph computes.
     """
-    from aircc.executor.kernels.registry import lookup
+    from aircc.compiler.ir.graph import TensorType
+    from aircc.executor.kernels.registry import InferContext, lookup
 
     env = dict(graph.constants)
     env.update(feeds)
@@ -52,10 +53,10 @@ def run_ir(graph, feeds: dict) -> dict:
             continue
         spec = lookup(node.op, node.version, node.domain, node.name)
         ins = [env[i] if i else None for i in node.inputs]
-        types = [graph.types[o] for o in node.outputs]
+        in_types = [TensorType.of(a) if a is not None else None for a in ins]
+        types = spec.infer(InferContext(in_types, node.attrs, ins, node.name, node.op, len(node.outputs)))
         outs = [np.empty(t.shape, t.dtype) for t in types]
-        tiling = spec.tiling([graph.types.get(i) if i else None for i in node.inputs], node.attrs) \
-            if spec.tiling else {}
+        tiling = spec.tiling(in_types, node.attrs) if spec.tiling else {}
         ws = np.empty(tiling.get("workspace", 0), np.uint8) if tiling.get("workspace") else None
         spec.kernel(ins, outs, node.attrs, tiling, ws)
         env.update(zip(node.outputs, outs))

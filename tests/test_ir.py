@@ -59,14 +59,14 @@ def test_printer_shows_types_attrs_and_quotes_names():
 
 
 def test_printer_symbols_and_small_constants_inline():
-    g = Graph(inputs=["x"], outputs=["y"], types={"x": TensorType("float32", ("N", 4))})
+    g = Graph(inputs=["x"], outputs=["y"], types={"x": TensorType("float32", ("N", 2))})
     g.constants["k"] = np.array([1.0, 2.0], np.float32)
     g.nodes.append(Node("Mul", ["x", "k"], ["y"], name="m", version=17))
     infer_shapes(g)
     text = print_graph(g)
-    assert "%x: float32[?N,4]" in text
+    assert "%x: float32[?N,2]" in text
     assert "const %k: float32[2] = dense[1.0,2.0]" in text
-    assert '%y: float32[?N,4] = Mul(%x, %k) {name="m", v=17}' in text
+    assert '%y: float32[?N,2] = Mul(%x, %k) {name="m", v=17}' in text
 
 
 def _tiny() -> Graph:
@@ -117,3 +117,35 @@ def test_verifier_checks_nested_regions_with_captures():
     body.nodes[0].inputs = ["z"]   # z is defined after the node holding the region
     with pytest.raises(VerificationError, match="before it is defined"):
         verify(g)
+
+
+@pytest.mark.parametrize("name", ["inception_v1", "shufflenet"])
+def test_print_parse_print_round_trips(name):
+    from aircc.compiler.ir.parser import parse_graph
+    from aircc.compiler.schedule.events import insert_events
+    from aircc.compiler.schedule.memcpy import insert_memcpy
+    from aircc.compiler.schedule.streams import assign_streams
+
+    for g in (import_onnx(light_path(name)),
+              insert_events(assign_streams(insert_memcpy(run_pipeline(import_onnx(light_path(name))))))):
+        text = print_graph(g)
+        again = parse_graph(text, g.constants)
+        verify(again, require_types=False)
+        assert print_graph(again) == text
+        assert [n.meta.get("stream") for n in again.nodes] == [n.meta.get("stream") for n in g.nodes]
+
+
+def test_parser_reports_errors_and_needs_resources_for_digests():
+    from aircc.compiler.ir.parser import parse_graph
+    from aircc.errors import IRParseError
+
+    g = Graph(inputs=["x"], outputs=["x"], types={"x": TensorType("float32", (2,))})
+    g.constants["w"] = np.zeros(100, np.float32)
+    text = print_graph(g)
+    with pytest.raises(IRParseError, match="resources"):
+        parse_graph(text)
+    np.testing.assert_array_equal(parse_graph(text, {"w": g.constants["w"]}).constants["w"], 0)
+    with pytest.raises(IRParseError, match="closing brace"):
+        parse_graph(text.rsplit("}", 1)[0], {"w": g.constants["w"]})
+    with pytest.raises(IRParseError, match="unexpected character"):
+        parse_graph(text.replace("float32[2]", "float32[2]$"), {"w": g.constants["w"]})

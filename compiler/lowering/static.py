@@ -75,6 +75,7 @@ def lower_static(graph: Graph, plan: MemoryPlan, *, inputs: list[dict], outputs:
         "no_reuse_bytes": plan.no_reuse_bytes,
         "weights_bytes": weights_bytes,
         "alignment": plan.alignment,
+        "strategy": plan.strategy,
         "buffers": [{"name": b.name, "offset": b.offset, "size": b.size,
                      "first_task": b.writer, "last_task": b.last, "readers": sorted(set(b.readers))}
                     for b in sorted(plan.buffers.values(), key=lambda b: (b.writer, b.name))],

@@ -4,12 +4,14 @@ Every value a device task writes is a buffer (kernel outputs, host-to-device
 copies, kernel workspaces).  Two buffers may share bytes only if every use of
 one happens before the other is first written, through stream order and
 events (:class:`HappensBefore`); a mere data dependency is not enough.
-Offsets come from greedy-by-size placement (Pisarchyk & Lee, 2020): largest
-buffer first, each into the smallest gap left among the already placed
-buffers it conflicts with.
+Offsets come from greedy placement (Pisarchyk & Lee, 2020): buffers are taken
+in some order, each into the smallest gap left among the already placed
+buffers it conflicts with.  As in the graph engine, several orders are tried
+(largest first, schedule order, largest size x lifetime first, busiest task
+first) and the smallest arena wins.
 
-The report gives the arena size, the lower bound (the largest sum of bytes
-live at one point of the schedule) and the total with no reuse at all.
+The report gives the arena size, the lower bound (the most bytes that can be
+live at once, :mod:`.lower_bound`) and the total with no reuse at all.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from aircc.errors import CompileOptionError
 
 from ..ir.graph import Graph
 from ..schedule.happens_before import HappensBefore
+from .lower_bound import lower_bound
 
 ALIGNMENT = 64
 
@@ -49,6 +52,7 @@ class MemoryPlan:
     lower_bound_bytes: int
     no_reuse_bytes: int
     alignment: int = ALIGNMENT
+    strategy: str = ""
 
 
 def collect_buffers(graph: Graph) -> list[Buffer]:
@@ -74,25 +78,41 @@ def collect_buffers(graph: Graph) -> list[Buffer]:
     return list(buffers.values())
 
 
-def lower_bound(buffers: list[Buffer]) -> int:
-    """Largest sum of buffer bytes live at one task of the linear schedule."""
-    deltas: dict[int, int] = {}
+def _by_busiest_task(buffers: list[Buffer]) -> list[Buffer]:
+    """Buffers of the task with the most live bytes first (largest first within a task)."""
+    live: dict[int, int] = {}
     for b in buffers:
-        deltas[b.writer] = deltas.get(b.writer, 0) + b.size
-        deltas[b.last + 1] = deltas.get(b.last + 1, 0) - b.size
-    live = best = 0
-    for k in sorted(deltas):
-        live += deltas[k]
-        best = max(best, live)
-    return best
+        for t in range(b.writer, b.last + 1):
+            live[t] = live.get(t, 0) + b.size
+    order, seen = [], set()
+    by_task: dict[int, list[Buffer]] = {}
+    for b in buffers:
+        for t in range(b.writer, b.last + 1):
+            by_task.setdefault(t, []).append(b)
+    for t in sorted(live, key=lambda t: (-live[t], t)):
+        for b in sorted(by_task[t], key=lambda b: (-b.size, b.writer, b.name)):
+            if b.name not in seen:
+                seen.add(b.name)
+                order.append(b)
+    return order
 
 
-def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT) -> int:
-    """Assign offsets greedily by size; returns the arena size."""
+STRATEGIES = {
+    "largest-first": lambda bs: sorted(bs, key=lambda b: (-b.size, b.writer, b.name)),
+    "schedule-order": lambda bs: sorted(bs, key=lambda b: (b.writer, -b.size, b.name)),
+    "largest-lifetime-first": lambda bs: sorted(bs, key=lambda b: (-b.size * (b.last - b.writer + 1),
+                                                                   b.writer, b.name)),
+    "busiest-task-first": _by_busiest_task,
+}
+
+
+def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT,
+          strategy: str = "largest-first") -> int:
+    """Assign offsets greedily in the strategy's order; returns the arena size."""
     after = {b.name: hb.after_all([b.writer, *b.readers]) for b in buffers}
     placed: list[Buffer] = []
     arena = 0
-    for b in sorted(buffers, key=lambda b: (-b.size, b.writer, b.name)):
+    for b in STRATEGIES[strategy](buffers):
         size = align_up(b.size, alignment)
         if size == 0:
             b.offset = 0
@@ -113,8 +133,17 @@ def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT) 
 
 
 def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
+    """Run every placement strategy and keep the smallest arena."""
     buffers = collect_buffers(graph)
     hb = HappensBefore(graph)
-    arena = place(buffers, hb, alignment)
-    return MemoryPlan({b.name: b for b in buffers}, arena, lower_bound(buffers),
-                      sum(align_up(b.size, alignment) for b in buffers), alignment)
+    best, best_offsets, best_name = None, {}, ""
+    for name in STRATEGIES:
+        arena = place(buffers, hb, alignment, name)
+        if best is None or arena < best:
+            best, best_name = arena, name
+            best_offsets = {b.name: b.offset for b in buffers}
+    for b in buffers:
+        b.offset = best_offsets[b.name]
+    bound = lower_bound(buffers, hb, len({n.meta.get("stream", 0) for n in graph.nodes}))
+    return MemoryPlan({b.name: b for b in buffers}, best or 0, bound,
+                      sum(align_up(b.size, alignment) for b in buffers), alignment, best_name)

@@ -1,0 +1,150 @@
+"""Broadcasting binary ops (arithmetic, comparison, logical), PRelu, Where, and the
+variadic Sum/Max/Min/Mean.  Registration is table-driven: one line per op."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import broadcast_shapes
+from aircc.executor.kernels.registry import InferContext, op
+
+
+def _infer_rule(result: str, same_types: bool = True) -> Callable:
+    """Shape rule: broadcast all inputs; result dtype is the first input's or bool."""
+
+    def infer(ctx: InferContext) -> list[TensorType]:
+        types = [ctx.input_type(i) for i in range(ctx.num_inputs)]
+        if same_types and any(t.dtype != types[0].dtype for t in types):
+            ctx.fail(f"input types differ: {[t.dtype for t in types]}")
+        shape = broadcast_shapes(ctx, *[t.shape for t in types])
+        return [TensorType(types[0].dtype if result == "same" else "bool", shape)]
+
+    return infer
+
+
+def _div(a, b, y) -> None:
+    """Division; integers truncate toward zero like C."""
+    if y.dtype.kind not in "iu":
+        np.divide(a, b, out=y)
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.floor_divide(a, b, out=y)
+        if y.dtype.kind == "i":
+            fix = (np.fmod(a, b) != 0) & ((a < 0) != (b < 0))
+            np.add(y, 1, out=y, where=fix)
+
+
+def _pow(a, b, y) -> None:
+    if b.size == 1 and y.dtype.kind == "f":
+        e = float(b.reshape(-1)[0])
+        if e == 2.0:
+            np.square(a, out=y)
+            return
+        if e == 1.0:
+            np.copyto(y, a)
+            return
+        if e == 0.5:
+            np.sqrt(a, out=y)
+            return
+    np.power(a, b, out=y, casting="unsafe")
+
+
+def _mod(a, b, y, attrs) -> None:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if int(attrs.get("fmod", 0)) or y.dtype.kind == "f":
+            np.fmod(a, b, out=y)
+        else:
+            np.mod(a, b, out=y)  # sign of the divisor, like Python
+
+
+def _prelu(x, slope, y) -> None:
+    np.multiply(x, slope, out=y)
+    np.copyto(y, x, where=x >= 0)
+
+
+#: (name, since, fn(a, b, y, attrs), result dtype: "same" or "bool", inputs must share dtype)
+BINARY = [
+    ("Add", 7, lambda a, b, y, at: np.add(a, b, out=y), "same", True),
+    ("Sub", 7, lambda a, b, y, at: np.subtract(a, b, out=y), "same", True),
+    ("Mul", 7, lambda a, b, y, at: np.multiply(a, b, out=y), "same", True),
+    ("Div", 7, lambda a, b, y, at: _div(a, b, y), "same", True),
+    ("Pow", 7, lambda a, b, y, at: _pow(a, b, y), "same", False),
+    ("Mod", 10, _mod, "same", True),
+    ("PRelu", 7, lambda a, b, y, at: _prelu(a, b, y), "same", True),
+    ("Equal", 7, lambda a, b, y, at: np.equal(a, b, out=y), "bool", True),
+    ("Less", 7, lambda a, b, y, at: np.less(a, b, out=y), "bool", True),
+    ("Greater", 7, lambda a, b, y, at: np.greater(a, b, out=y), "bool", True),
+    ("LessOrEqual", 12, lambda a, b, y, at: np.less_equal(a, b, out=y), "bool", True),
+    ("GreaterOrEqual", 12, lambda a, b, y, at: np.greater_equal(a, b, out=y), "bool", True),
+    ("And", 7, lambda a, b, y, at: np.logical_and(a, b, out=y), "bool", True),
+    ("Or", 7, lambda a, b, y, at: np.logical_or(a, b, out=y), "bool", True),
+    ("Xor", 7, lambda a, b, y, at: np.logical_xor(a, b, out=y), "bool", True),
+    ("BitwiseAnd", 18, lambda a, b, y, at: np.bitwise_and(a, b, out=y), "same", True),
+    ("BitwiseOr", 18, lambda a, b, y, at: np.bitwise_or(a, b, out=y), "same", True),
+    ("BitwiseXor", 18, lambda a, b, y, at: np.bitwise_xor(a, b, out=y), "same", True),
+]
+
+
+def _register_binary(name, since, fn, result, same_types) -> None:
+    def kernel(ins, outs, attrs, tiling, ws, fn=fn):
+        fn(ins[0], ins[1], outs[0], attrs)
+
+    cls = type(name, (), {"infer": staticmethod(_infer_rule(result, same_types)),
+                          "kernel": staticmethod(kernel),
+                          "__doc__": f"Broadcasting {name}."})
+    op(name, since=since)(cls)
+
+
+for _entry in BINARY:
+    _register_binary(*_entry)
+
+
+#: Variadic ops: (name, ufunc combining two operands, divide by count at the end)
+VARIADIC = [("Sum", np.add, False), ("Max", np.maximum, False), ("Min", np.minimum, False),
+            ("Mean", np.add, True)]
+
+
+def _register_variadic(name, ufunc, mean) -> None:
+    def kernel(ins, outs, attrs, tiling, ws):
+        y = outs[0]
+        np.copyto(y, ins[0])
+        for x in ins[1:]:
+            ufunc(y, x, out=y)
+        if mean:
+            np.divide(y, len(ins), out=y, casting="unsafe")
+
+    def infer(ctx: InferContext) -> list[TensorType]:
+        if ctx.num_inputs < 1:
+            ctx.fail("needs at least one input")
+        return _infer_rule("same")(ctx)
+
+    cls = type(name, (), {"infer": staticmethod(infer), "kernel": staticmethod(kernel),
+                          "__doc__": f"Variadic broadcasting {name}."})
+    op(name, since=1)(cls)
+
+
+for _entry in VARIADIC:
+    _register_variadic(*_entry)
+
+
+@op("Where", since=9)
+class Where:
+    """Elementwise select with three-way broadcasting."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        c, x, y = (ctx.input_type(i) for i in range(3))
+        if c.dtype != "bool":
+            ctx.fail(f"condition must be bool, got {c.dtype}")
+        if x.dtype != y.dtype:
+            ctx.fail(f"X is {x.dtype} but Y is {y.dtype}")
+        return [TensorType(x.dtype, broadcast_shapes(ctx, c.shape, x.shape, y.shape))]
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        cond, x, y = ins[0], ins[1], ins[2]
+        out = outs[0]
+        np.copyto(out, y)
+        np.copyto(out, x, where=cond)

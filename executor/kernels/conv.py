@@ -1,0 +1,258 @@
+"""Conv (im2col + GEMM, with pointwise and depthwise fast paths)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import (
+    BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, is_int, pad_into_phases,
+    phase_bytes, phase_plan, prod, view, window_attrs, window_geometry, window_out_dims,
+    workspace)
+from aircc.executor.kernels.registry import InferContext, op
+
+
+def pad_into(dst: np.ndarray, src: np.ndarray, pb, pe, fill=0) -> None:
+    """Copy ``src`` (C, *sp) into ``dst`` (C, *padded) with ``fill`` in the borders."""
+    nsp = len(pb)
+    for i in range(nsp):
+        size = dst.shape[1 + i]
+        for sl in (slice(0, pb[i]), slice(size - pe[i], size)):
+            if sl.stop > sl.start:
+                idx = [slice(None)] * (1 + nsp)
+                idx[1 + i] = sl
+                dst[tuple(idx)] = fill
+    interior = (slice(None),) + tuple(slice(pb[i], pb[i] + src.shape[1 + i]) for i in range(nsp))
+    dst[interior] = src
+
+
+def windows(xp: np.ndarray, kernel, strides, dilations, out_sp, start0: int = 0) -> np.ndarray:
+    """Strided view (C, *kernel, *out_sp) of the sliding windows of ``xp`` (C, *padded).
+
+    ``start0`` offsets the first spatial axis (first output row of a block).
+    """
+    nsp = len(kernel)
+    st = xp.strides
+    base = xp[(slice(None), slice(start0 * strides[0], None))]
+    shape = (xp.shape[0], *kernel, *out_sp)
+    strd = (st[0], *(st[1 + i] * dilations[i] for i in range(nsp)),
+            *(st[1 + i] * strides[i] for i in range(nsp)))
+    return as_strided(base, shape=shape, strides=strd, writeable=False)
+
+
+@op("Conv", since=1)
+class Conv:
+    """N-D convolution with groups, dilations, strides, pads / auto_pad and optional bias."""
+
+    @staticmethod
+    def _params(x_shape, w_shape, attrs):
+        nsp = len(x_shape) - 2
+        kernel = list(attrs.get("kernel_shape") or w_shape[2:])
+        strides, dilations, pads, auto_pad = window_attrs(attrs, nsp, kernel)
+        return nsp, kernel, strides, dilations, pads, auto_pad
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        xt, wt = ctx.input_type(0), ctx.input_type(1)
+        xs, ws = ctx.input_shape(0), ctx.input_shape(1)
+        if len(xs) < 3 or len(ws) != len(xs):
+            ctx.fail(f"X {xs} and W {ws} must have the same rank >= 3")
+        nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(xs, ws, ctx.attrs)
+        check_window_attrs(ctx, nsp, kernel, strides, dilations, pads)
+        if not all(is_int(k) for k in kernel):
+            ctx.fail("kernel shape must be known")
+        g = int(ctx.attrs.get("group", 1))
+        if is_int(xs[1]) and is_int(ws[1]) and xs[1] != ws[1] * g:
+            ctx.fail(f"X has {xs[1]} channels but W {ws} with group={g} expects {ws[1] * g}")
+        if is_int(ws[0]) and ws[0] % g:
+            ctx.fail(f"{ws[0]} output channels are not divisible by group={g}")
+        if ctx.has_input(2):
+            bs = ctx.input_shape(2)
+            if len(bs) != 1 or (is_int(bs[0]) and is_int(ws[0]) and bs[0] != ws[0]):
+                ctx.fail(f"bias shape {bs} does not match {ws[0]} output channels")
+        if xt.dtype != wt.dtype:
+            ctx.fail(f"X is {xt.dtype} but W is {wt.dtype}")
+        out_sp = window_out_dims(ctx, xs[2:], kernel, strides, dilations, pads, auto_pad)
+        return [TensorType(xt.dtype, (xs[0], ws[0], *out_sp))]
+
+    @staticmethod
+    def tiling(types, attrs) -> dict:
+        xs, wsh = types[0].shape, types[1].shape
+        nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(xs, wsh, attrs)
+        out_sp, pb, pe = window_geometry(xs[2:], kernel, strides, dilations, pads, auto_pad)
+        n, c, m, g = int(xs[0]), int(xs[1]), int(wsh[0]), int(attrs.get("group", 1))
+        cg, mg = c // g, m // g
+        item = np.dtype(types[0].dtype).itemsize
+        kernel = [int(k) for k in kernel]
+        in_sp = [int(d) for d in xs[2:]]
+        padded = any(pb) or any(pe)
+        depthwise = cg == 1 and mg == 1
+        t = dict(n=n, c=c, m=m, g=g, cg=cg, mg=mg, kernel=kernel, strides=strides,
+                 dilations=dilations, out=out_sp)
+        if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not padded:
+            t.update(mode="pointwise", workspace=0)
+            return t
+        if nsp != 2 or (all(k == 1 for k in kernel) and not depthwise):
+            # generic N-D im2col (and strided 1x1): padded copy + strided window views
+            psp = [max(in_sp[i] + pb[i] + pe[i],
+                       (out_sp[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1)
+                   for i in range(nsp)]
+            pe = [psp[i] - in_sp[i] - pb[i] for i in range(nsp)]
+            t.update(pb=pb, pe=pe, psp=psp, padded=bool(padded))
+            xpad = align(c * prod(psp) * item) if padded else 0
+            if depthwise:
+                t.update(mode="depthwise", tmp_off=xpad,
+                         workspace=xpad + align(c * prod(out_sp) * item))
+            else:
+                per_row = c * prod(kernel) * prod(out_sp[1:]) * item
+                rows = max(1, min(out_sp[0], BLOCK_BYTES // max(per_row, 1)))
+                t.update(mode="im2col", rows=rows, lrow=prod(out_sp[1:]), buf_off=xpad,
+                         workspace=xpad + align(per_row * rows))
+            return t
+        # 2-D: stride-phase layout (see _common.phase_plan), every tap a contiguous run
+        plan = phase_plan(in_sp, out_sp, kernel, strides, dilations, pb)
+        t.update(plan=plan)
+        base = phase_bytes(plan, c, item)
+        wq, ntaps = plan["wq"], len(plan["taps"])
+        if depthwise:
+            run = align(c * out_sp[0] * wq * item)
+            t.update(mode="depthwise_wide", acc_off=base, tmp_off=base + run,
+                     workspace=base + 2 * run)
+        else:
+            per_row = c * ntaps * wq * item
+            per_row_out = m * wq * item
+            rows = max(1, min(out_sp[0], BLOCK_BYTES // (per_row + per_row_out)))
+            t.update(mode="wide", rows=rows, buf_off=base,
+                     out_off=base + align(per_row * rows))
+            t["workspace"] = t["out_off"] + align(per_row_out * rows)
+        return t
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, w = ins[0], ins[1]
+        b = ins[2] if len(ins) > 2 else None
+        y = outs[0]
+        t = ensure_tiling(Conv, tiling, ins, attrs)
+        ws = workspace(ws, t["workspace"])
+        n, c, m, g, cg, mg = t["n"], t["c"], t["m"], t["g"], t["cg"], t["mg"]
+        mode, out_sp = t["mode"], t["out"]
+        nsp = len(out_sp)
+        bias = None if b is None else b.reshape((m,) + (1,) * nsp)
+        if mode == "pointwise":
+            l = prod(out_sp)
+            np.matmul(w.reshape(g, mg, cg), x.reshape(n, g, cg, l), out=view(y, (n, g, mg, l)))
+            if bias is not None:
+                np.add(y, bias, out=y)
+            return
+        if mode in ("wide", "depthwise_wide"):
+            for i in range(n):
+                planes = pad_into_phases(x[i], ws, 0, t["plan"], 0)
+                if mode == "wide":
+                    Conv._wide(planes, w, y[i], bias, t, ws)
+                else:
+                    Conv._depthwise_wide(planes, w, y[i], bias, t, ws)
+            return
+        xp = carve(ws, 0, (c, *t["psp"]), x.dtype) if t["padded"] else None
+        for i in range(n):
+            src = x[i]
+            if xp is not None:
+                pad_into(xp, src, t["pb"], t["pe"])
+                src = xp
+            if mode == "depthwise":
+                Conv._depthwise(src, w, y[i], t, ws)
+            else:
+                Conv._im2col(src, w, y[i], t, ws)
+        if bias is not None:
+            np.add(y, bias, out=y)
+
+    @staticmethod
+    def _wide(planes, w, yi, bias, t, ws) -> None:
+        """2-D conv: copy each kernel tap's contiguous run into the column block, one GEMM
+        per group, then store the valid columns (adding the bias on the way)."""
+        c, m, g, cg, mg = t["c"], t["m"], t["g"], t["cg"], t["mg"]
+        (ho, wo), rows = t["out"], t["rows"]
+        wq, taps = t["plan"]["wq"], t["plan"]["taps"]
+        kk = cg * len(taps)
+        w3 = w.reshape(g, mg, kk)
+        for r0 in range(0, ho, rows):
+            nr = min(rows, ho - r0)
+            run = nr * wq
+            cols = carve(ws, t["buf_off"], (c, len(taps), run), planes.dtype)
+            for k, (j, off) in enumerate(taps):
+                start = r0 * wq + off
+                np.copyto(cols[:, k], planes[j, :, start:start + run])
+            acc = carve(ws, t["out_off"], (m, run), planes.dtype)
+            np.matmul(w3, view(cols, (g, kk, run)), out=view(acc, (g, mg, run)))
+            res = view(acc, (m, nr, wq))[:, :, :wo]
+            if bias is None:
+                np.copyto(yi[:, r0:r0 + nr], res)
+            else:
+                np.add(res, bias, out=yi[:, r0:r0 + nr])
+
+    @staticmethod
+    def _depthwise_wide(planes, w, yi, bias, t, ws) -> None:
+        """2-D depthwise: one multiply-add of a contiguous run per kernel tap."""
+        c = t["c"]
+        (ho, wo), wq, taps = t["out"], t["plan"]["wq"], t["plan"]["taps"]
+        run = ho * wq
+        acc_all = carve(ws, t["acc_off"], (c, run), planes.dtype)
+        tmp_all = carve(ws, t["tmp_off"], (c, run), planes.dtype)
+        w2 = w.reshape(c, len(taps))
+        # channel chunks small enough to stay in cache across the taps
+        chunk = max(1, (256 << 10) // max(run * planes.itemsize, 1))
+        for c0 in range(0, c, chunk):
+            c1 = min(c, c0 + chunk)
+            acc, tmp = acc_all[c0:c1], tmp_all[c0:c1]
+            for k, (j, off) in enumerate(taps):
+                v = planes[j, c0:c1, off:off + run]
+                wk = w2[c0:c1, k:k + 1]
+                if k == 0:
+                    np.multiply(v, wk, out=acc)
+                else:
+                    np.multiply(v, wk, out=tmp)
+                    np.add(acc, tmp, out=acc)
+        res = view(acc_all, (c, ho, wq))[:, :, :wo]
+        if bias is None:
+            np.copyto(yi, res)
+        else:
+            np.add(res, bias, out=yi)
+
+    @staticmethod
+    def _im2col(src, w, yi, t, ws) -> None:
+        """Copy the windows of a block of output rows into the workspace, then one GEMM."""
+        c, g, cg, mg = t["c"], t["g"], t["cg"], t["mg"]
+        kernel, out_sp, rows, lrow = t["kernel"], t["out"], t["rows"], t["lrow"]
+        kk = cg * prod(kernel)
+        w3 = w.reshape(g, mg, kk)
+        for r0 in range(0, out_sp[0], rows):
+            nr = min(rows, out_sp[0] - r0)
+            cols = carve(ws, t["buf_off"], (c, *kernel, nr, *out_sp[1:]), src.dtype)
+            np.copyto(cols, windows(src, kernel, t["strides"], t["dilations"],
+                                    [nr, *out_sp[1:]], r0))
+            np.matmul(w3, view(cols, (g, kk, nr * lrow)),
+                      out=view(yi[:, r0:r0 + nr], (g, mg, nr * lrow)))
+
+    @staticmethod
+    def _depthwise(src, w, yi, t, ws) -> None:
+        """One output channel per input channel (not 2-D): loop over the kernel window."""
+        kernel, strides, dil, out_sp = t["kernel"], t["strides"], t["dilations"], t["out"]
+        nsp = len(kernel)
+        c = t["c"]
+        tmp = carve(ws, t["tmp_off"], (c, *out_sp), yi.dtype)
+        wv = w.reshape(c, *kernel)
+        st = src.strides
+        first = True
+        for kpos in itertools.product(*(range(k) for k in kernel)):
+            base = src[(slice(None),) + tuple(slice(kpos[j] * dil[j], None) for j in range(nsp))]
+            v = as_strided(base, shape=(c, *out_sp),
+                           strides=(st[0], *(st[1 + j] * strides[j] for j in range(nsp))),
+                           writeable=False)
+            wk = wv[(slice(None),) + kpos].reshape((c,) + (1,) * nsp)
+            if first:
+                np.multiply(v, wk, out=yi)
+                first = False
+            else:
+                np.multiply(v, wk, out=tmp)
+                np.add(yi, tmp, out=yi)

@@ -1,0 +1,81 @@
+"""Matrix products: MatMul (numpy semantics, batched, 1-D operands) and Gemm."""
+from __future__ import annotations
+
+import numpy as np
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import broadcast_shapes, is_int
+from aircc.executor.kernels.registry import InferContext, op
+
+
+def _same_dim(ctx: InferContext, a, b, what: str) -> None:
+    if is_int(a) and is_int(b) and a != b:
+        ctx.fail(f"{what}: {a} != {b}")
+
+
+@op("MatMul", since=1)
+class MatMul:
+    """numpy.matmul: batch dims broadcast, 1-D operands get a dim added then removed."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        at, bt = ctx.input_type(0), ctx.input_type(1)
+        if at.dtype != bt.dtype:
+            ctx.fail(f"operand types differ: {at.dtype} vs {bt.dtype}")
+        a, b = ctx.input_shape(0), ctx.input_shape(1)
+        if len(a) == 0 or len(b) == 0:
+            ctx.fail("MatMul operands must have rank >= 1")
+        a2 = (1, *a) if len(a) == 1 else a
+        b2 = (*b, 1) if len(b) == 1 else b
+        _same_dim(ctx, a2[-1], b2[-2], f"inner dims of {a} and {b} differ")
+        batch = broadcast_shapes(ctx, a2[:-2], b2[:-2])
+        out = list(batch) + ([] if len(a) == 1 else [a2[-2]]) + ([] if len(b) == 1 else [b2[-1]])
+        return [TensorType(at.dtype, tuple(out))]
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        np.matmul(ins[0], ins[1], out=outs[0])
+
+
+@op("Gemm", since=1)
+class Gemm:
+    """Y = alpha * A' @ B' + beta * C, with C broadcast to (M, N) (optional since 11)."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        at, bt = ctx.input_type(0), ctx.input_type(1)
+        a, b = ctx.input_shape(0), ctx.input_shape(1)
+        if len(a) != 2 or len(b) != 2:
+            ctx.fail(f"A {a} and B {b} must be 2-D")
+        if at.dtype != bt.dtype:
+            ctx.fail(f"operand types differ: {at.dtype} vs {bt.dtype}")
+        ta, tb = int(ctx.attrs.get("transA", 0)), int(ctx.attrs.get("transB", 0))
+        m, k = (a[1], a[0]) if ta else (a[0], a[1])
+        k2, n = (b[1], b[0]) if tb else (b[0], b[1])
+        _same_dim(ctx, k, k2, f"inner dims of A {a} (transA={ta}) and B {b} (transB={tb})")
+        if ctx.has_input(2):
+            cs = ctx.input_shape(2)
+            if len(cs) > 2:
+                ctx.fail(f"C {cs} must have rank <= 2")
+            bc = broadcast_shapes(ctx, (m, n), cs)
+            for x, y in zip(bc, (m, n)):
+                _same_dim(ctx, x, y, f"C {cs} does not broadcast to ({m}, {n})")
+        return [TensorType(at.dtype, (m, n))]
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        a, b = ins[0], ins[1]
+        c = ins[2] if len(ins) > 2 else None
+        y = outs[0]
+        if attrs.get("transA", 0):
+            a = a.T
+        if attrs.get("transB", 0):
+            b = b.T
+        np.matmul(a, b, out=y)
+        alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+        if alpha != 1.0:
+            np.multiply(y, y.dtype.type(alpha), out=y, casting="unsafe")
+        if c is not None and beta != 0.0:
+            if beta != 1.0:
+                c = np.multiply(c, c.dtype.type(beta))
+            np.add(y, c, out=y)

@@ -1,0 +1,159 @@
+"""Normalisations: BatchNormalization (inference), LRN, LayerNormalization,
+InstanceNormalization."""
+from __future__ import annotations
+
+import numpy as np
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import axis_plain, carve, norm_axis, prod, view, workspace
+from aircc.executor.kernels.registry import InferContext, op
+
+
+@op("BatchNormalization", since=1)
+class BatchNormalization:
+    """Inference mode: y = (x - mean) / sqrt(var + eps) * scale + B, per channel (axis 1).
+
+    Old versions' ``spatial=0`` (per-activation statistics of shape (C, D1, ...)) is
+    handled by broadcasting; training mode (``training_mode=1`` or the optional
+    running-statistics outputs) is rejected.
+    """
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        xt = ctx.input_type(0)
+        xs = ctx.input_shape(0)
+        if len(xs) < 2:
+            ctx.fail(f"X must have rank >= 2, got {xs}")
+        if int(ctx.attrs.get("training_mode", 0)) or ctx.num_outputs > 1:
+            ctx.fail("training mode (running mean/var outputs) is not supported")
+        for i in range(1, 5):
+            ctx.input_shape(i)
+        return [TensorType(xt.dtype, xs)]
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, scale, b, mean, var = ins[:5]
+        y = outs[0]
+        eps = float(attrs.get("epsilon", 1e-5))
+        s = (scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps))
+        shift = (b - mean * s).astype(y.dtype)
+        s = s.astype(y.dtype)
+        if s.ndim == 1:
+            bshape = (-1,) + (1,) * (x.ndim - 2)
+            s, shift = s.reshape(bshape), shift.reshape(bshape)
+        np.multiply(x, s, out=y)
+        np.add(y, shift, out=y)
+
+
+@op("LRN", since=1)
+class LRN:
+    """Local response normalisation across channels."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        xs = ctx.input_shape(0)
+        if len(xs) < 3:
+            ctx.fail(f"X must have rank >= 3, got {xs}")
+        if "size" not in ctx.attrs:
+            ctx.fail("attribute size is required")
+        return [ctx.input_type(0)]
+
+    @staticmethod
+    def tiling(types, attrs) -> dict:
+        return {"workspace": prod(types[0].shape) * np.dtype(types[0].dtype).itemsize}
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, y = ins[0], outs[0]
+        size = int(attrs["size"])
+        alpha, beta = float(attrs.get("alpha", 1e-4)), float(attrs.get("beta", 0.75))
+        bias = float(attrs.get("bias", 1.0))
+        sq = carve(workspace(ws, x.nbytes), 0, x.shape, x.dtype)
+        np.square(x, out=sq)
+        c = x.shape[1]
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        # y[:, i] = sum of sq[:, i-lo .. i+hi] (clipped), one shifted add per offset
+        y[:, :] = sq
+        for d in range(1, lo + 1):
+            np.add(y[:, d:], sq[:, :c - d], out=y[:, d:])
+        for d in range(1, hi + 1):
+            np.add(y[:, :c - d], sq[:, d:], out=y[:, :c - d])
+        np.multiply(y, y.dtype.type(alpha / size), out=y)
+        np.add(y, y.dtype.type(bias), out=y)
+        np.power(y, y.dtype.type(-beta), out=y)
+        np.multiply(y, x, out=y)
+
+
+def _normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: float):
+    """y2 = (x2 - mean) / sqrt(var + eps) row-wise; returns (mean, inv_std) of shape (R,)."""
+    mean = np.mean(x2, axis=1, dtype=np.float64 if x2.dtype == np.float64 else np.float32)
+    np.subtract(x2, mean[:, None].astype(y2.dtype), out=y2)
+    var = np.einsum("ij,ij->i", y2, y2) / y2.shape[1] if y2.shape[1] else np.zeros_like(mean)
+    inv = 1.0 / np.sqrt(var + eps)
+    return mean, inv
+
+
+@op("LayerNormalization", since=17)
+class LayerNormalization:
+    """Normalise over axes [axis, rank); outputs Y and optionally Mean, InvStdDev."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        xt = ctx.input_type(0)
+        xs = ctx.input_shape(0)
+        axis = norm_axis(ctx, ctx.attrs.get("axis", -1), len(xs))
+        ctx.input_type(1)
+        stash_type = int(ctx.attrs.get("stash_type", 1))
+        if stash_type != 1:
+            ctx.fail(f"stash_type {stash_type} is not supported (only 1, float32)")
+        stash = "float32"  # type of Mean / InvStdDev
+        red = tuple(xs[:axis]) + (1,) * (len(xs) - axis)
+        outs = [TensorType(xt.dtype, xs)]
+        outs += [TensorType(stash, red)] * (ctx.num_outputs - 1)
+        if ctx.num_outputs > 3:
+            ctx.fail("LayerNormalization has at most 3 outputs")
+        return outs
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, scale = ins[0], ins[1]
+        b = ins[2] if len(ins) > 2 else None
+        y = outs[0]
+        axis = axis_plain(attrs.get("axis", -1), x.ndim)
+        rows = prod(x.shape[:axis])
+        cols = prod(x.shape[axis:])
+        y2 = view(y, (rows, cols))
+        mean, inv = _normalize_rows(x.reshape(rows, cols), y2, float(attrs.get("epsilon", 1e-5)))
+        np.multiply(y2, inv[:, None].astype(y.dtype), out=y2)
+        np.multiply(y, scale, out=y)
+        if b is not None:
+            np.add(y, b, out=y)
+        if len(outs) > 1 and outs[1] is not None:
+            view(outs[1], (-1,))[...] = mean
+        if len(outs) > 2 and outs[2] is not None:
+            view(outs[2], (-1,))[...] = inv
+
+
+@op("InstanceNormalization", since=1)
+class InstanceNormalization:
+    """Per (sample, channel) normalisation over the spatial dims, then scale and B."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        xs = ctx.input_shape(0)
+        if len(xs) < 3:
+            ctx.fail(f"X must have rank >= 3, got {xs}")
+        return [ctx.input_type(0)]
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, scale, b = ins[:3]
+        y = outs[0]
+        n, c = x.shape[:2]
+        l = prod(x.shape[2:])
+        y3 = view(y, (n, c, l))
+        _, inv = _normalize_rows(x.reshape(n * c, l), view(y, (n * c, l)),
+                                 float(attrs.get("epsilon", 1e-5)))
+        factor = (inv.reshape(n, c) * scale[None, :]).astype(y.dtype)
+        np.multiply(y3, factor[:, :, None], out=y3)
+        np.add(y3, b.reshape(1, c, 1), out=y3)

@@ -1,0 +1,230 @@
+"""Pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
+
+Windowed pools pad the input once into the workspace and then loop over the kernel
+window, combining one view of the padded input per window tap with a vectorised numpy
+call.  2-D pools use the stride-phase layout of ``_common.phase_plan`` (each tap is a
+contiguous run); other ranks use strided views.  Padding is -inf (max) or 0 (average,
+divided by the per-position count afterwards).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import (
+    align, carve, check_window_attrs, ensure_tiling, lowest, pad_into_phases, phase_bytes,
+    phase_plan, prod, view, window_attrs, window_geometry, window_out_dims, workspace)
+from aircc.executor.kernels.registry import InferContext, op
+
+
+def _infer_pool(ctx: InferContext) -> list[TensorType]:
+    xt = ctx.input_type(0)
+    xs = ctx.input_shape(0)
+    if len(xs) < 3:
+        ctx.fail(f"input must have rank >= 3, got {xs}")
+    nsp = len(xs) - 2
+    kernel = ctx.attrs.get("kernel_shape")
+    if not kernel:
+        ctx.fail("attribute kernel_shape is required")
+    strides, dilations, pads, auto_pad = window_attrs(ctx.attrs, nsp, kernel)
+    check_window_attrs(ctx, nsp, kernel, strides, dilations, pads)
+    ceil_mode = bool(ctx.attrs.get("ceil_mode", 0))
+    out_sp = window_out_dims(ctx, xs[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
+    return [TensorType(xt.dtype, (xs[0], xs[1], *out_sp))]
+
+
+def _pool_tiling(types, attrs) -> dict:
+    xt = types[0]
+    xs = [int(d) for d in xt.shape]
+    nsp = len(xs) - 2
+    kernel = [int(k) for k in attrs["kernel_shape"]]
+    strides, dilations, pads, auto_pad = window_attrs(attrs, nsp, kernel)
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    out_sp, pb, pe = window_geometry(xs[2:], kernel, strides, dilations, pads, auto_pad,
+                                     ceil_mode)
+    # padded extent covering every window (ceil_mode may need more than the pads)
+    psp = [max(xs[2 + i] + pb[i] + pe[i],
+               (out_sp[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1)
+           for i in range(nsp)]
+    pe_full = [psp[i] - xs[2 + i] - pb[i] for i in range(nsp)]
+    padded = any(pb) or any(pe_full)
+    item = np.dtype(xt.dtype).itemsize
+    t = dict(kernel=kernel, strides=strides, dilations=dilations, out=out_sp, pb=pb,
+             pe=pe, pe_full=pe_full, psp=psp, padded=bool(padded), mode="generic")
+    if nsp == 2:
+        # stride-phase layout: every window tap is one contiguous run (see _common)
+        plan = phase_plan(xs[2:], out_sp, kernel, strides, dilations, pb)
+        base = phase_bytes(plan, xs[0] * xs[1], item)
+        t.update(mode="phase", plan=plan, acc_off=base,
+                 workspace=base + align(xs[0] * xs[1] * out_sp[0] * plan["wq"] * item))
+    else:
+        t["workspace"] = prod(xs[:2]) * prod(psp) * item if padded else 0
+    return t
+
+
+def _phase_pool(x: np.ndarray, t: dict, ws, fill, ufunc) -> np.ndarray:
+    """Combine the window taps with ``ufunc``; returns the (N, C, Ho, Wo) result view."""
+    plan = t["plan"]
+    ws = workspace(ws, t["workspace"])
+    planes = pad_into_phases(x, ws, 0, plan, fill)
+    npl, ho, wq = planes.shape[1], plan["ho"], plan["wq"]
+    run = ho * wq
+    acc_all = carve(ws, t["acc_off"], (npl, run), x.dtype)
+    chunk = max(1, (256 << 10) // max(run * x.itemsize, 1))
+    for p0 in range(0, npl, chunk):
+        p1 = min(npl, p0 + chunk)
+        acc = acc_all[p0:p1]
+        for k, (j, off) in enumerate(plan["taps"]):
+            v = planes[j, p0:p1, off:off + run]
+            if k == 0:
+                np.copyto(acc, v)
+            else:
+                ufunc(acc, v, out=acc)
+    return view(acc_all, (*x.shape[:2], ho, wq))[..., :plan["wo"]]
+
+
+def _padded_input(x: np.ndarray, t: dict, ws, fill) -> np.ndarray:
+    """``x`` with its pads (filled with ``fill``), in the workspace; ``x`` itself if unpadded."""
+    if not t["padded"]:
+        return x
+    xp = carve(workspace(ws, t["workspace"]), 0, (*x.shape[:2], *t["psp"]), x.dtype)
+    nsp = x.ndim - 2
+    pb, pe = t["pb"], t["pe_full"]
+    for i in range(nsp):
+        size = xp.shape[2 + i]
+        for sl in (slice(0, pb[i]), slice(size - pe[i], size)):
+            if sl.stop > sl.start:
+                idx = [slice(None)] * (2 + nsp)
+                idx[2 + i] = sl
+                xp[tuple(idx)] = fill
+    xp[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + x.shape[2 + i])
+                                          for i in range(nsp))] = x
+    return xp
+
+
+def _window_views(xp: np.ndarray, t: dict):
+    """Yield one strided view (N, C, *out) per kernel-window offset."""
+    kernel, strides, dil, out_sp = t["kernel"], t["strides"], t["dilations"], t["out"]
+    nsp = len(kernel)
+    st = xp.strides
+    vstrides = (st[0], st[1], *(st[2 + j] * strides[j] for j in range(nsp)))
+    shape = (*xp.shape[:2], *out_sp)
+    for kpos in itertools.product(*(range(k) for k in kernel)):
+        base = xp[(slice(None), slice(None)) + tuple(slice(kpos[j] * dil[j], None)
+                                                     for j in range(nsp))]
+        yield as_strided(base, shape=shape, strides=vstrides, writeable=False)
+
+
+@op("MaxPool", since=1)
+class MaxPool:
+    """Max over sliding windows (pads, strides, dilations, ceil_mode, auto_pad)."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        if ctx.num_outputs > 1:
+            ctx.fail("the optional Indices output of MaxPool is not supported")
+        if int(ctx.attrs.get("storage_order", 0)) not in (0, 1):
+            ctx.fail("storage_order must be 0 or 1")
+        return _infer_pool(ctx)
+
+    tiling = staticmethod(_pool_tiling)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, y = ins[0], outs[0]
+        t = ensure_tiling(MaxPool, tiling, ins, attrs)
+        if t["mode"] == "phase":
+            np.copyto(y, _phase_pool(x, t, ws, lowest(x.dtype), np.maximum))
+            return
+        xp = _padded_input(x, t, ws, lowest(x.dtype))
+        for k, v in enumerate(_window_views(xp, t)):
+            if k == 0:
+                np.copyto(y, v)
+            else:
+                np.maximum(y, v, out=y)
+
+
+def _avg_counts(t: dict, in_sp, include_pad: bool) -> list[np.ndarray]:
+    """Per spatial axis, how many window positions each output position averages."""
+    counts = []
+    for i, size in enumerate(in_sp):
+        o = np.arange(t["out"][i])[:, None] * t["strides"][i] - t["pb"][i]
+        p = o + np.arange(t["kernel"][i])[None, :] * t["dilations"][i]
+        lo, hi = (-t["pb"][i], size + t["pe"][i]) if include_pad else (0, size)
+        counts.append(((p >= lo) & (p < hi)).sum(axis=1))
+    return counts
+
+
+@op("AveragePool", since=1)
+class AveragePool:
+    """Mean over sliding windows; ``count_include_pad`` decides the divisor at the borders."""
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list[TensorType]:
+        if ctx.num_outputs != 1:
+            ctx.fail("AveragePool has exactly one output")
+        return _infer_pool(ctx)
+
+    @staticmethod
+    def tiling(types, attrs) -> dict:
+        t = _pool_tiling(types, attrs)
+        in_sp = [int(d) for d in types[0].shape[2:]]
+        counts = _avg_counts(t, in_sp, bool(attrs.get("count_include_pad", 0)))
+        full = prod(t["kernel"])
+        t["uniform"] = all(bool((c == t["kernel"][i]).all()) for i, c in enumerate(counts))
+        t["counts"] = [[int(v) for v in c] for c in counts]
+        t["full"] = full
+        return t
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x, y = ins[0], outs[0]
+        t = ensure_tiling(AveragePool, tiling, ins, attrs)
+        if t["mode"] == "phase":
+            src = _phase_pool(x, t, ws, 0, np.add)
+        else:
+            xp = _padded_input(x, t, ws, 0)
+            for k, v in enumerate(_window_views(xp, t)):
+                if k == 0:
+                    np.copyto(y, v)
+                else:
+                    np.add(y, v, out=y)
+            src = y
+        if t["uniform"]:
+            np.divide(src, y.dtype.type(t["full"]), out=y)
+        else:
+            cnt = np.ones((), dtype=np.float64)
+            for c in t["counts"]:
+                cnt = np.multiply.outer(cnt, np.asarray(c, dtype=np.float64))
+            np.divide(src, cnt.astype(y.dtype), out=y)
+
+
+def _infer_global(ctx: InferContext) -> list[TensorType]:
+    xt = ctx.input_type(0)
+    xs = ctx.input_shape(0)
+    if len(xs) < 3:
+        ctx.fail(f"input must have rank >= 3, got {xs}")
+    return [TensorType(xt.dtype, (xs[0], xs[1]) + (1,) * (len(xs) - 2))]
+
+
+@op("GlobalAveragePool", since=1)
+class GlobalAveragePool:
+    infer = staticmethod(_infer_global)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x = ins[0]
+        np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=outs[0])
+
+
+@op("GlobalMaxPool", since=1)
+class GlobalMaxPool:
+    infer = staticmethod(_infer_global)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        x = ins[0]
+        np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=outs[0])

@@ -1,0 +1,94 @@
+"""Softmax and LogSoftmax: since 1 (input coerced to 2-D at ``axis``, default 1) and
+since 13 (along ``axis``, default -1)."""
+from __future__ import annotations
+
+import numpy as np
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import axis_plain, carve, norm_axis, prod, view, workspace
+from aircc.executor.kernels.registry import InferContext, op
+
+
+def _infer(ctx: InferContext, default_axis: int) -> list[TensorType]:
+    xs = ctx.input_shape(0)
+    rank = max(len(xs), 1)
+    norm_axis(ctx, ctx.attrs.get("axis", default_axis), rank)
+    return [ctx.input_type(0)]
+
+
+def _views(x: np.ndarray, y: np.ndarray, attrs: dict, coerce: bool):
+    """(x, y, axis) with x/y reshaped to 2-D for the coerced (old) semantics."""
+    if coerce:
+        axis = axis_plain(attrs.get("axis", 1), x.ndim)
+        shape = (prod(x.shape[:axis]), prod(x.shape[axis:]))
+        return x.reshape(shape), view(y, shape), 1
+    return x, y, axis_plain(attrs.get("axis", -1), max(x.ndim, 1))
+
+
+def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
+    if x.ndim == 0:
+        y[...] = 1
+        return
+    np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    np.exp(y, out=y)
+    np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
+
+
+def _log_softmax(x: np.ndarray, y: np.ndarray, axis: int, ws) -> None:
+    if x.ndim == 0:
+        y[...] = 0
+        return
+    np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    tmp = carve(workspace(ws, y.nbytes), 0, y.shape, y.dtype)
+    np.exp(y, out=tmp)
+    s = np.sum(tmp, axis=axis, keepdims=True)
+    np.log(s, out=s)
+    np.subtract(y, s, out=y)
+
+
+def _ws_tiling(types, attrs) -> dict:
+    return {"workspace": prod(types[0].shape) * np.dtype(types[0].dtype).itemsize}
+
+
+@op("Softmax", since=1)
+class Softmax1:
+    @staticmethod
+    def infer(ctx): return _infer(ctx, 1)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        _softmax(*_views(ins[0], outs[0], attrs, True))
+
+
+@op("Softmax", since=13)
+class Softmax13:
+    @staticmethod
+    def infer(ctx): return _infer(ctx, -1)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        _softmax(*_views(ins[0], outs[0], attrs, False))
+
+
+@op("LogSoftmax", since=1)
+class LogSoftmax1:
+    @staticmethod
+    def infer(ctx): return _infer(ctx, 1)
+
+    tiling = staticmethod(_ws_tiling)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        _log_softmax(*_views(ins[0], outs[0], attrs, True), ws)
+
+
+@op("LogSoftmax", since=13)
+class LogSoftmax13:
+    @staticmethod
+    def infer(ctx): return _infer(ctx, -1)
+
+    tiling = staticmethod(_ws_tiling)
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        _log_softmax(*_views(ins[0], outs[0], attrs, False), ws)
