@@ -89,7 +89,6 @@ class StaticModel:
             return lambda run: ev.record(run.generation)
         if kind == "event_wait":
             ev = self.events[task["event"]]
-            events = self.events
 
             def wait(run: Run, ev: Event = ev):
                 if not ev.wait(run.generation, lambda: run.cancelled):
