@@ -17,7 +17,8 @@ __version__ = "0.1.0"
 
 
 def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
-            input_shapes: dict | None = None, mode: str = "static"):
+            input_shapes: dict | None = None, mode: str = "auto",
+            dynamic_batch: list[int] | None = None):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     Returns the :class:`~aircc.compiler.driver.CompiledModel` (its ``om``,
@@ -27,17 +28,22 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
 
     compiled = compile_model(source, CompileOptions(streams=streams,
                                                     input_shapes=dict(input_shapes or {}),
-                                                    mode=mode))
+                                                    mode=mode, dynamic_batch=dynamic_batch))
     if output is not None:
         compiled.save(output)
     return compiled
 
 
-def load(source, device=None):
-    """Load an .om (path, bytes, or OmFile) onto ``device`` (default: device 0)."""
+def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_gear: bool = False):
+    """Load an .om (path, bytes, or OmFile) onto ``device`` (default: device 0).
+
+    ``runtime_core_number``: 1 (sequential) or 3 (pipelined) host execution of
+    dynamic models; ``pad_to_gear``: let gear models pad a batch up to the next gear.
+    """
     from .executor.runtime.loader import load_model
 
-    return load_model(source, device)
+    return load_model(source, device, runtime_core_number=runtime_core_number,
+                      pad_to_gear=pad_to_gear)
 
 
 def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0):

@@ -44,15 +44,27 @@ def main():
               help="Cap on the number of streams (1 = a single stream).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D1,D2,...",
               help="Fix an input's shape (repeatable, or ';'-separated).")
-@click.option("--mode", type=click.Choice(["static"]), default="static", show_default=True,
-              help="Static sink mode: the whole graph planned at compile time.")
+@click.option("--mode", type=click.Choice(["static", "dynamic", "auto"]), default="auto",
+              show_default=True,
+              help="static: whole graph planned at compile time; dynamic: Host Kernel graph; "
+                   "auto: dynamic when an input keeps a symbolic dim.")
+@click.option("--dynamic-batch", default=None, metavar="B1,B2,...",
+              help="Gears: one static plan per batch size (e.g. 1,2,4,8), all in one .om.")
 @click.option("--emit", type=click.Choice(["om", "ir", "report"]), default="om", show_default=True,
               help="om: write the model; ir: print the optimised IR; report: print the compile report.")
-def compile(model, output, streams, input_shapes, mode, emit):
+def compile(model, output, streams, input_shapes, mode, dynamic_batch, emit):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
-    options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes), mode=mode)
+    gears = None
+    if dynamic_batch:
+        try:
+            gears = [int(b) for b in dynamic_batch.split(",") if b.strip()]
+        except ValueError:
+            raise click.BadParameter(f"'{dynamic_batch}' is not a list of batch sizes",
+                                     param_hint="--dynamic-batch") from None
+    options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes),
+                             mode=mode, dynamic_batch=gears)
     if emit == "ir":
         click.echo(emit_ir(model, options))
         return
@@ -64,9 +76,15 @@ def compile(model, output, streams, input_shapes, mode, emit):
         return
     size = compiled.save(output)
     r = compiled.report
-    click.echo(f"compiled {model} -> {output} ({size} bytes): {r['kernels']} kernels on "
-               f"{r['streams']} stream(s), {r['events']} events, arena {r['arena_bytes']} bytes "
-               f"(lower bound {r['lower_bound_bytes']}, no reuse {r['no_reuse_bytes']}), "
+    if r["mode"] == "dynamic":
+        memory = f"{r['host_kernels']} host kernels, {r['host_ops']} host-placed ops"
+    else:
+        memory = (f"arena {r['arena_bytes']} bytes (lower bound {r.get('lower_bound_bytes')}, "
+                  f"no reuse {r.get('no_reuse_bytes')})")
+        if r.get("gears"):
+            memory += f", gears {r['gears']}"
+    click.echo(f"compiled {model} -> {output} ({size} bytes, {r['mode']} mode): {r['kernels']} "
+               f"kernels on {r['streams']} stream(s), {r['events']} events, {memory}, "
                f"{r['total_seconds']:.2f} s")
 
 

@@ -58,7 +58,16 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
 @click.option("--device-memory", default=None, metavar="BYTES",
               help="Device memory capacity, e.g. 2G or 512M (default 8G or $AIR_DEVICE_MEMORY).")
 @click.option("--quiet", is_flag=True, help="Do not print output values.")
-def main(model, input_specs, random_seed, output, device_memory, quiet):
+@click.option("--stats", "show_stats", is_flag=True,
+              help="Print run statistics: host time per op, tiling cache, host ops, allocator peaks.")
+@click.option("--runtime-cores", type=click.Choice(["1", "3"]), default=None,
+              help="Dynamic models: 1 = sequential host, 3 = pipelined host "
+                   "(default $AIR_RUNTIME_CORE_NUMBER or 3).")
+@click.option("--pad-to-gear", is_flag=True, help="Gear models: pad a batch up to the next gear.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run this many times (statistics cover every run).")
+def main(model, input_specs, random_seed, output, device_memory, quiet, show_stats, runtime_cores,
+         pad_to_gear, repeat):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     try:
         import aircc
@@ -66,7 +75,8 @@ def main(model, input_specs, random_seed, output, device_memory, quiet):
 
         device = VirtualDevice(parse_bytes(device_memory)) if device_memory else None
         t0 = time.perf_counter()
-        m = aircc.load(model, device=device)
+        m = aircc.load(model, device=device, pad_to_gear=pad_to_gear,
+                       runtime_core_number=int(runtime_cores) if runtime_cores else None)
         load_s = time.perf_counter() - t0
         if random_seed is not None:
             feeds = random_inputs(m.inputs, random_seed)
@@ -75,8 +85,9 @@ def main(model, input_specs, random_seed, output, device_memory, quiet):
         else:
             raise click.UsageError("give --input FILE.npy (or --random SEED)")
         t0 = time.perf_counter()
-        outputs = m.run(feeds)
-        run_s = time.perf_counter() - t0
+        for _ in range(repeat):
+            outputs = m.run(feeds)
+        run_s = (time.perf_counter() - t0) / repeat
     except AirccError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -90,3 +101,29 @@ def main(model, input_specs, random_seed, output, device_memory, quiet):
     stats = m.device.stats
     click.echo(f"load {load_s * 1e3:.1f} ms, run {run_s * 1e3:.1f} ms, "
                f"host submissions {stats['host_submissions']}", err=True)
+    if show_stats:
+        click.echo(format_stats(m.run_stats()))
+
+
+def format_stats(s: dict) -> str:
+    lines = [f"mode                 {s['mode']}", f"runs                 {s['runs']}"]
+    if s["mode"] == "dynamic":
+        lines += [
+            f"runtime cores        {s['runtime_core_number']}",
+            f"tiling cache         {s['tiling_cache_hits']} hits, {s['tiling_cache_misses']} misses "
+            f"({100 * s['tiling_cache_hit_rate']:.1f}% hit rate)",
+            f"host-placed ops      {s['host_ops']}",
+            f"host time per run    {1e3 * s['host_seconds_per_run']:.3f} ms",
+            f"d2h syncs            {s['d2h_syncs']}",
+            f"allocator peaks      {s['peak_allocated_bytes']} bytes allocated, "
+            f"{s['peak_reserved_bytes']} bytes reserved",
+            "host time per op (us, InferShape + Tiling + Alloc + Launch):",
+        ]
+        lines += [f"  {op:<24} {us:>10.1f}" for op, us in s["host_us_per_op"].items()]
+    else:
+        lines += [f"host submissions     {s['host_submissions']} ({s['submissions_per_run']:.2f} per run)",
+                  f"streams              {s['streams']}, events {s['events']}",
+                  f"arena                {s['arena_bytes']} bytes, weights {s['weights_bytes']} bytes"]
+        if s.get("gears"):
+            lines.append(f"gears                {s['gears']}")
+    return "\n".join(lines)

@@ -16,13 +16,17 @@ from .frontend.onnx_import import import_onnx
 from .ir.graph import Dim, Graph
 from .ir.printer import print_graph
 from .ir.verifier import verify
+from .lowering.dynamic import lower_dynamic
 from .lowering.static import lower_static
 from .lowering.tiling import compute_tiling
 from .memory.planner import plan_memory
 from .passes.pipeline import DEFAULT_PIPELINE, run_pipeline
 from .schedule.events import insert_events
 from .schedule.memcpy import insert_memcpy
+from .schedule.placement import place_host_ops, schedule_device_nodes
 from .schedule.streams import assign_streams
+
+MODES = ("static", "dynamic", "auto")
 
 PRODUCER = "aircc 0.1.0"
 
@@ -34,7 +38,10 @@ class CompileOptions:
     streams: int | None = None
     """Stream cap; None = the default cap, 1 = a single stream."""
     input_shapes: Mapping[str, Sequence[Dim]] = field(default_factory=dict)
-    mode: str = "static"
+    mode: str = "auto"
+    """``static``, ``dynamic``, or ``auto`` (dynamic when an input has a symbolic dim)."""
+    dynamic_batch: list[int] | None = None
+    """Gears: one static plan per batch size, in one .om."""
     passes: list[str] | None = None
     """Optimisation pipeline by pass names; None = the default pipeline."""
 
@@ -57,35 +64,63 @@ def optimize(source, options: CompileOptions) -> Graph:
     return run_pipeline(graph, options.passes if options.passes is not None else DEFAULT_PIPELINE)
 
 
-def compile_model(source, options: CompileOptions | None = None) -> CompiledModel:
-    """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om."""
-    options = options or CompileOptions()
-    if options.mode not in ("static",):
-        raise CompileOptionError(f"--mode {options.mode!r} is not supported yet; "
-                                 f"this build compiles static models only (--mode static)")
-    seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    graph = optimize(source, options)
-    seconds["import+passes"] = time.perf_counter() - t0
-    io_inputs = [{"name": n, "dtype": graph.types[n].dtype, "shape": list(graph.types[n].shape)}
-                 for n in graph.inputs]
-    io_outputs = [{"name": n, "dtype": graph.types[n].dtype, "shape": list(graph.types[n].shape)}
-                  for n in graph.outputs]
-    kernels = len(graph.nodes)
-    for stage, fn in (("insert-memcpy", insert_memcpy),
-                      ("assign-streams", lambda g: assign_streams(g, options.streams)),
-                      ("insert-events", insert_events),
-                      ("tiling", compute_tiling)):
-        t = time.perf_counter()
-        graph = fn(graph)
-        verify(graph)
-        seconds[stage] = time.perf_counter() - t
+def choose_mode(graph: Graph, requested: str) -> str:
+    """``auto``: dynamic when an input still has a symbolic dim, else static."""
+    if requested not in MODES:
+        raise CompileOptionError(f"--mode must be one of {', '.join(MODES)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    return "static" if all(graph.types[i].is_static for i in graph.inputs) else "dynamic"
+
+
+def _io(graph: Graph, names: list[str]) -> list[dict]:
+    return [{"name": n, "dtype": graph.types[n].dtype,
+             "shape": None if graph.types[n].shape is None else list(graph.types[n].shape)}
+            for n in names]
+
+
+def _stage(seconds: dict, name: str, fn, graph: Graph) -> Graph:
+    t = time.perf_counter()
+    graph = fn(graph)
+    verify(graph)
+    seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t
+    return graph
+
+
+def _lower_static(graph: Graph, options: CompileOptions, seconds: dict) -> tuple[dict, dict, dict]:
+    for name, fn in (("insert-memcpy", insert_memcpy),
+                     ("assign-streams", lambda g: assign_streams(g, options.streams)),
+                     ("insert-events", insert_events),
+                     ("tiling", compute_tiling)):
+        graph = _stage(seconds, name, fn, graph)
     t = time.perf_counter()
     plan = plan_memory(graph)
-    sections, weights = lower_static(graph, plan, inputs=io_inputs, outputs=io_outputs)
+    sections, weights = lower_static(graph, plan)
     seconds["plan+lower"] = time.perf_counter() - t
+    facts = {"arena_bytes": plan.arena_bytes, "lower_bound_bytes": plan.lower_bound_bytes,
+             "no_reuse_bytes": plan.no_reuse_bytes, "memory_strategy": plan.strategy,
+             "weights_bytes": sections["memory_plan"]["weights_bytes"]}
+    return sections, weights, facts
+
+
+def _lower_dynamic(graph: Graph, options: CompileOptions, seconds: dict) -> tuple[dict, dict, dict]:
+    for name, fn in (("insert-memcpy", insert_memcpy),
+                     ("place-host-ops", place_host_ops),
+                     ("assign-streams+insert-events",
+                      lambda g: schedule_device_nodes(g, options.streams))):
+        graph = _stage(seconds, name, fn, graph)
+    t = time.perf_counter()
+    exec_graph, weights = lower_dynamic(graph)
+    seconds["lower"] = time.perf_counter() - t
+    facts = {"host_ops": exec_graph["host_ops"], "host_kernels": len(exec_graph["kernels"])}
+    return {"exec_graph": exec_graph, "tiling": {"entries": []}}, weights, facts
+
+
+def _finish(graph: Graph, mode: str, sections: dict, weights: dict, facts: dict,
+            seconds: dict, t0: float, io: tuple[list, list], kernels: int) -> CompiledModel:
     stats = graph.meta.get("stats", {})
     report = {
+        "mode": mode,
         "imported_nodes": graph.meta.get("imported_nodes"),
         "kernels": kernels,
         "folded_nodes": stats.get("folded_nodes", 0),
@@ -93,26 +128,40 @@ def compile_model(source, options: CompileOptions | None = None) -> CompiledMode
         "identity_removed": stats.get("identity_removed", 0),
         "streams": graph.meta.get("streams", 1),
         "events": graph.meta.get("events", 0),
-        "arena_bytes": plan.arena_bytes,
-        "lower_bound_bytes": plan.lower_bound_bytes,
-        "no_reuse_bytes": plan.no_reuse_bytes,
-        "memory_strategy": plan.strategy,
-        "weights_bytes": sections["memory_plan"]["weights_bytes"],
+        **facts,
         "seconds": {k: round(v, 4) for k, v in seconds.items()},
         "total_seconds": round(time.perf_counter() - t0, 4),
     }
     sections["model"] = {
         "name": graph.meta.get("model_name", "model"),
-        "mode": "static",
+        "mode": mode,
         "producer": PRODUCER,
         "source_producer": graph.meta.get("producer", ""),
         "opsets": {k or "ai.onnx": v for k, v in graph.opsets.items()},
-        "inputs": io_inputs,
-        "outputs": io_outputs,
+        "inputs": io[0],
+        "outputs": io[1],
         "compile_report": report,
     }
-    om = OmFile(mode="static", sections=sections, weights=weights)
+    om = OmFile(mode=mode, sections=sections, weights=weights)
     return CompiledModel(graph=graph, om=om, report=report)
+
+
+def compile_model(source, options: CompileOptions | None = None) -> CompiledModel:
+    """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om."""
+    options = options or CompileOptions()
+    if options.dynamic_batch:
+        from .lowering.gears import compile_gears
+        return compile_gears(source, options)
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    graph = optimize(source, options)
+    seconds["import+passes"] = time.perf_counter() - t0
+    mode = choose_mode(graph, options.mode)
+    io = (_io(graph, graph.inputs), _io(graph, graph.outputs))
+    kernels = len(graph.nodes)
+    lower = _lower_static if mode == "static" else _lower_dynamic
+    sections, weights, facts = lower(graph, options, seconds)
+    return _finish(graph, mode, sections, weights, facts, seconds, t0, io, kernels)
 
 
 def emit_ir(source, options: CompileOptions | None = None) -> str:

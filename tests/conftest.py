@@ -30,3 +30,9 @@ def device():
 def random_feeds(inputs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
+
+
+import sys  # noqa: E402
+
+if SAMPLES not in sys.path:
+    sys.path.insert(0, SAMPLES)   # the sample builders (bert_encoder, build_samples)

@@ -73,7 +73,8 @@ def test_errors_are_reported_cleanly(tmp_path):
     assert r.exit_code == 2 and "bad magic" in r.output
     r = CliRunner().invoke(airrun, [str(bad), "--random", "0"])
     assert r.exit_code == 2 and "error:" in r.output
-    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(tmp_path / "x.om")])
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(tmp_path / "x.om"),
+                                       "--mode", "static"])
     assert r.exit_code == 2 and "--input-shape" in r.output
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "--input-shape", "nonsense"])
     assert r.exit_code != 0 and "NAME:D1,D2" in r.output

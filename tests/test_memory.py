@@ -100,8 +100,8 @@ def test_every_strategy_gives_a_valid_plan_and_the_best_is_kept():
 def test_static_mode_needs_static_shapes():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", ["N", 4])], [tensor("y", ["N", 4])])
     with pytest.raises(CompileOptionError, match="--input-shape"):
-        compile_model(m)
-    compile_model(m, CompileOptions(input_shapes={"x": [2, 4]}))
+        compile_model(m, CompileOptions(mode="static"))
+    assert compile_model(m, CompileOptions(input_shapes={"x": [2, 4]})).report["mode"] == "static"
 
 
 def test_plan_of_multistream_sample_has_no_live_overlap():

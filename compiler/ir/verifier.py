@@ -59,7 +59,7 @@ def _check(graph: Graph, outer: frozenset[str], require_types: bool):
         for o in node.outputs:
             if o:
                 yield from define(o, f"output of '{node.name}'")
-        if streams_assigned and "stream" not in node.meta:
+        if streams_assigned and "stream" not in node.meta and node.meta.get("placement") != "host":
             yield f"node '{node.name}' ({node.op}) has no stream while others do"
         if node.op == "EventRecord":
             records.add(node.attrs["event"])

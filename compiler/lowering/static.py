@@ -33,12 +33,7 @@ def _operand(graph: Graph, name: str, plan: MemoryPlan, weights: dict[str, int])
     return {"mem": region, "offset": offset, "dtype": t.dtype, "shape": list(t.shape)}
 
 
-def _io(graph: Graph, names: list[str]) -> list[dict]:
-    return [{"name": n, "dtype": graph.types[n].dtype, "shape": list(graph.types[n].shape)}
-            for n in names]
-
-
-def lower_static(graph: Graph, plan: MemoryPlan, *, inputs: list[dict], outputs: list[dict]) -> tuple[dict, dict[str, np.ndarray]]:
+def lower_static(graph: Graph, plan: MemoryPlan) -> tuple[dict, dict[str, np.ndarray]]:
     """Sections ``tasks``, ``memory_plan`` and ``tiling``, and the weights to store."""
     weights, weights_bytes = plan_weights(graph)
     nstreams = graph.meta.get("streams", 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.errors import AirccError
 from aircc.executor.kernels.registry import lookup
 
 from ..ir.graph import Graph, Node, TensorType
@@ -34,10 +35,9 @@ def _static_shape_value(graph: Graph, node: Node) -> np.ndarray | None:
     return np.array(shape[start:end], dtype=np.int64)
 
 
-def evaluate(graph: Graph, node: Node) -> list[np.ndarray]:
+def evaluate(graph: Graph, node: Node, out_types: list[TensorType]) -> list[np.ndarray]:
     """Run a node's kernel on its constant inputs, in host memory."""
     spec = lookup(node.op, node.version, node.domain, node.name)
-    out_types = infer_node(graph, node)
     ins = [graph.constants[i] if i else None for i in node.inputs]
     outs = [np.empty(t.shape, dtype=t.dtype) for t in out_types]
     tiling = spec.tiling([graph.types.get(i) if i else None for i in node.inputs], node.attrs) \
@@ -48,25 +48,42 @@ def evaluate(graph: Graph, node: Node) -> list[np.ndarray]:
     return outs
 
 
-def _foldable(graph: Graph, node: Node) -> bool:
+def _foldable(graph: Graph, node: Node) -> list[TensorType] | None:
+    """The output types if the node can be folded, else None."""
     if node.regions or node.has_side_effects:
-        return False
+        return None
     spec = lookup(node.op, node.version, node.domain, node.name)
     if not spec.foldable or spec.kernel is None:
-        return False
+        return None
     if not all(i == "" or i in graph.constants for i in node.inputs):
-        return False
-    for o in node.outputs:
-        t = graph.types.get(o) if o else None
-        if o and (t is None or not t.is_static or t.nbytes > MAX_FOLDED_BYTES):
-            return False
-    return True
+        return None
+    out_types = infer_node(graph, node)   # every input is a constant: types are exact
+    if any(not t.is_static or t.nbytes > MAX_FOLDED_BYTES for t in out_types):
+        return None
+    return out_types
+
+
+def _refresh_types(graph: Graph, node: Node) -> None:
+    """Re-type a kept node from its (possibly just folded) inputs, so that a Shape
+    further down sees shapes that folding made static."""
+    if node.regions or node.has_side_effects or not all(
+            i == "" or i in graph.types for i in node.inputs):
+        return
+    try:
+        types = infer_node(graph, node)
+    except AirccError:
+        return   # left to infer-shapes, which reports it
+    for name, t in zip(node.outputs, types):
+        if name:
+            graph.types[name] = t
 
 
 def fold_constants(graph: Graph) -> Graph:
     """Replace constant-only nodes by the constants they compute."""
     kept: list[Node] = []
     folded = 0
+    for name, arr in graph.constants.items():
+        graph.types[name] = TensorType.of(arr)
     for node in graph.nodes:
         for region in node.regions:
             fold_constants(region)
@@ -74,10 +91,13 @@ def fold_constants(graph: Graph) -> Graph:
         if node.op in ("Shape", "Size"):
             v = _static_shape_value(graph, node)
             values = None if v is None else [v]
-        if values is None and _foldable(graph, node):
-            values = evaluate(graph, node)
+        if values is None:
+            out_types = _foldable(graph, node)
+            if out_types is not None:
+                values = evaluate(graph, node, out_types)
         if values is None:
             kept.append(node)
+            _refresh_types(graph, node)
             continue
         for name, v in zip(node.outputs, values):
             if name:

@@ -38,4 +38,5 @@ def infer_shapes(graph: Graph, outer: dict[str, TensorType] | None = None) -> Gr
         for name, t in zip(node.outputs, infer_node(graph, node, scope)):
             if name:
                 graph.types[name] = scope[name] = t
+    graph.meta["typed"] = True
     return graph

@@ -24,7 +24,8 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "dce": eliminate_dead_code,
 }
 
-DEFAULT_PIPELINE = ["infer-shapes", "fold-constants", "remove-identity", "dce", "infer-shapes"]
+DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
+                    "infer-shapes"]
 
 
 def get_pass(name: str) -> Callable[[Graph], Graph]:
@@ -42,6 +43,6 @@ def run_pipeline(graph: Graph, names: list[str] | None = None, *, verify_each: b
         t0 = time.perf_counter()
         graph = fn(graph)
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
-        if verify_each:
-            verify(graph)
+        if verify_each:   # a freshly imported graph is untyped until infer-shapes has run
+            verify(graph, require_types=graph.meta.get("typed", False))
     return graph

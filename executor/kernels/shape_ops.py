@@ -196,8 +196,13 @@ class Unsqueeze13:
         v = ctx.value(1)
         if v is None:
             n = vector_len(ctx, 1)
-            return [TensorType(xt.dtype, None if n is None else
-                               tuple(ctx.sym(i) for i in range(len(xs) + n)))]
+            if n is None:
+                return [TensorType(xt.dtype, None)]
+            if all(is_int(d) and d == 1 for d in xs):
+                # a scalar (or all-1 dims) unsqueezed anywhere is all 1s: the exporter's
+                # Unsqueeze(Gather(Shape(x), i), axes=Constant) stays a known [1] vector
+                return [TensorType(xt.dtype, (1,) * (len(xs) + n))]
+            return [TensorType(xt.dtype, tuple(ctx.sym(i) for i in range(len(xs) + n)))]
         return [TensorType(xt.dtype, _unsqueeze_rule(ctx, xs, ints(v)))]
 
     kernel = staticmethod(_copy_reshaped)

@@ -34,3 +34,13 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
                              f"got {list(arr.shape)}")
         ordered.append(np.ascontiguousarray(arr))
     return ordered
+
+
+def select_outputs(outputs: dict, names: list[str] | None) -> dict:
+    """Only the outputs asked for (all when ``names`` is None)."""
+    if names is None:
+        return outputs
+    missing = [n for n in names if n not in outputs]
+    if missing:
+        raise InputError(f"unknown output names {missing}; the model's outputs are {list(outputs)}")
+    return {n: outputs[n] for n in names}

@@ -10,11 +10,19 @@ from aircc.formats import OmFile, load_om
 from .static_model import StaticModel
 
 
-def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice | None = None):
-    """A runnable model for ``source`` on ``device`` (the default device if None)."""
+def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice | None = None,
+               *, runtime_core_number: int | None = None, pad_to_gear: bool = False):
+    """A runnable model for ``source`` on ``device`` (the default device if None).
+
+    ``runtime_core_number`` (dynamic models): 1 runs the host kernels in one
+    thread, 3 as a three-stage pipeline (default: $AIR_RUNTIME_CORE_NUMBER or 3).
+    ``pad_to_gear`` (gear models): pad a batch with no gear up to the next gear.
+    """
     om = source if isinstance(source, OmFile) else load_om(source)
     device = device or default_device()
     if om.mode == "static":
-        return StaticModel(om, device)
-    raise ModelFormatError(f"models in {om.mode!r} mode cannot be run by this build; "
-                           f"it runs static models")
+        return StaticModel(om, device, pad_to_gear=pad_to_gear)
+    if om.mode == "dynamic":
+        from .dynamic_model import DynamicModel
+        return DynamicModel(om, device, runtime_core_number=runtime_core_number)
+    raise ModelFormatError(f"unknown model mode {om.mode!r}")

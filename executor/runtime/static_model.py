@@ -15,42 +15,73 @@ from aircc.executor.device.stream import Event
 from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
 
-from .feeds import check_feeds
+from aircc.errors import InputError
+
+from .feeds import check_feeds, select_outputs
 
 
 class StaticModel:
-    """A loaded static model, bound to one device."""
+    """A loaded static model (or gear model), bound to one device.
 
-    def __init__(self, om: OmFile, device: VirtualDevice):
+    A gear model (``--dynamic-batch``) holds one program per batch size; they
+    share the weights region, the streams, the events and one arena as large
+    as the largest gear's.
+    """
+
+    def __init__(self, om: OmFile, device: VirtualDevice, *, pad_to_gear: bool = False):
         self.om = om
         self.device = device
+        self.pad_to_gear = pad_to_gear
         self.description = om.sections["model"]
         self.inputs = self.description["inputs"]
         self.outputs = self.description["outputs"]
-        plan = om.sections["memory_plan"]
-        tasks = om.sections["tasks"]
+        gears = om.sections.get("gears")
+        self.plans = gears["plans"] if gears else [
+            {"batch": None, "inputs": self.inputs, "outputs": self.outputs,
+             "tasks": om.sections["tasks"], "memory_plan": om.sections["memory_plan"],
+             "tiling": om.sections["tiling"]}]
+        self.batch_inputs = gears["batch_inputs"] if gears else []
         name = self.description.get("name", "model")
         mem = device.memory
+        weights_bytes = max(p["memory_plan"]["weights_bytes"] for p in self.plans)
+        arena_bytes = max(p["memory_plan"]["arena_bytes"] for p in self.plans)
         self._allocations: list[int] = []
         try:
-            self.weights_base = self._malloc(plan["weights_bytes"], f"weights of model '{name}'")
-            self.arena_base = self._malloc(plan["arena_bytes"], f"activation arena of model '{name}'")
+            self.weights_base = self._malloc(weights_bytes, f"weights of model '{name}'")
+            self.arena_base = self._malloc(arena_bytes, f"activation arena of model '{name}'")
         except DeviceOutOfMemoryError:
             self._release()
             raise
         self.bases = {"weights": self.weights_base, "arena": self.arena_base}
-        for w in plan["weights"]:
-            src = om.weights.get(w["name"])
-            if src is None:
-                self._release()
-                raise ModelFormatError(f"weight '{w['name']}' is in the memory plan but not in the weights section")
-            np.copyto(mem.view(self.weights_base + w["offset"], src.dtype, src.shape), src)
-        self.events = device.create_events(tasks["events"])
-        self.streams = [device.create_stream() for _ in range(tasks["streams"])]
-        tiling = om.sections["tiling"]["entries"]
-        lists = [[(self._bind(t, tiling), t) for t in stream_tasks] for stream_tasks in tasks["lists"]]
-        self.program = DeviceProgram(self.streams, self.events, lists)
-        self.runs = 0
+        copied = set()
+        for plan in self.plans:
+            for w in plan["memory_plan"]["weights"]:
+                if w["offset"] in copied:
+                    continue
+                src = om.weights.get(w["name"])
+                if src is None:
+                    self._release()
+                    raise ModelFormatError(f"weight '{w['name']}' is in the memory plan but not in "
+                                           f"the weights section")
+                np.copyto(mem.view(self.weights_base + w["offset"], src.dtype, src.shape), src)
+                copied.add(w["offset"])
+        self.events = device.create_events(max(p["tasks"]["events"] for p in self.plans))
+        self.streams = [device.create_stream()
+                        for _ in range(max(p["tasks"]["streams"] for p in self.plans))]
+        self.programs = {}
+        for plan in self.plans:
+            tiling = plan["tiling"]["entries"]
+            lists = [[(self._bind(t, tiling), t) for t in stream_tasks]
+                     for stream_tasks in plan["tasks"]["lists"]]
+            self.programs[plan["batch"]] = (plan, DeviceProgram(self.streams[:len(lists)],
+                                                                self.events, lists))
+        self.program = self.programs[self.plans[-1]["batch"]][1]
+        self.runs = self.submissions = 0
+
+    @property
+    def gears(self) -> list[int]:
+        """Batch sizes this model has a plan for (empty for a plain static model)."""
+        return [p["batch"] for p in self.plans if p["batch"] is not None]
 
     # ---------------------------------------------------------------- load
     def _malloc(self, size: int, what: str) -> int:
@@ -100,18 +131,55 @@ class StaticModel:
     def run(self, feeds: dict, output_names: list[str] | None = None,
             timeout: float | None = None) -> dict[str, np.ndarray]:
         """Run one inference: ``{input name: array}`` -> ``{output name: array}``."""
-        ordered = check_feeds(self.inputs, feeds)
-        results = [np.empty(o["shape"], dtype=o["dtype"]) for o in self.outputs]
-        self.device.execute(self.program, ordered, results, timeout=timeout)
+        plan, program, real_batch, feeds = self._pick(feeds)
+        ordered = check_feeds(plan["inputs"], feeds)
+        results = [np.empty(o["shape"], dtype=o["dtype"]) for o in plan["outputs"]]
+        before = self.device.stats["host_submissions"]
+        self.device.execute(program, ordered, results, timeout=timeout)
+        self.submissions += self.device.stats["host_submissions"] - before
         self.runs += 1
-        out = {o["name"]: r for o, r in zip(self.outputs, results)}
-        if output_names is not None:
-            missing = [n for n in output_names if n not in out]
-            if missing:
-                from aircc.errors import InputError
-                raise InputError(f"unknown output names {missing}; the model's outputs are {list(out)}")
-            out = {n: out[n] for n in output_names}
-        return out
+        out = {}
+        for o, spec, r in zip(self.outputs, plan["outputs"], results):
+            if real_batch is not None and o["shape"] and o["shape"][0] == "batch":
+                r = r[:real_batch]
+            out[o["name"]] = r
+        return select_outputs(out, output_names)
+
+    def _pick(self, feeds: dict):
+        """The plan and program for these feeds (a gear model picks by batch, padding if asked)."""
+        if not self.batch_inputs:
+            plan, program = self.programs[None]
+            return plan, program, None, feeds
+        first = self.batch_inputs[0]
+        if first not in feeds:
+            check_feeds(self.inputs, feeds)   # names the missing input
+        batch = int(np.shape(feeds[first])[0]) if np.ndim(feeds[first]) else -1
+        if batch in self.programs:
+            plan, program = self.programs[batch]
+            return plan, program, None, feeds
+        bigger = [b for b in self.gears if b >= batch]
+        if not self.pad_to_gear or not bigger or batch < 1:
+            raise InputError(f"batch {batch} has no gear; this model has gears {self.gears}"
+                             + ("" if self.pad_to_gear else " (load with pad_to_gear=True to pad up)"))
+        gear = bigger[0]
+        for name in self.batch_inputs:
+            x = np.asarray(feeds[name])
+            if x.ndim and x.shape[0] != batch:
+                raise InputError(f"input '{name}' has batch {x.shape[0]}, input '{first}' has {batch}")
+            pad = np.zeros((gear - batch, *x.shape[1:]), dtype=x.dtype)
+            feeds = dict(feeds, **{name: np.concatenate([x, pad])})
+        plan, program = self.programs[gear]
+        return plan, program, batch, feeds
+
+    def run_stats(self) -> dict:
+        """Host submissions per run, streams, events, memory."""
+        plan = self.plans[-1]
+        return {"mode": "static", "runs": self.runs,
+                "host_submissions": self.submissions,
+                "submissions_per_run": self.submissions / max(1, self.runs),
+                "streams": len(self.streams), "events": len(self.events),
+                "arena_bytes": max(p["memory_plan"]["arena_bytes"] for p in self.plans),
+                "weights_bytes": plan["memory_plan"]["weights_bytes"], "gears": self.gears}
 
     # ---------------------------------------------------------------- unload
     def _release(self) -> None:

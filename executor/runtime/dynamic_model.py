@@ -1,0 +1,171 @@
+"""Runs a dynamic-shape .om: the Host Kernel execute graph.
+
+Per run and per op the host does InferShape, Tiling (through a per-node
+tiling cache), AllocMem (stream-aware caching allocator) and Launch (onto
+the op's stream), and Frees each buffer after launching its last use.  Host
+ops (small shape computations) run right on the host.  With
+``runtime_core_number=3`` (or ``AIR_RUNTIME_CORE_NUMBER=3``) the host work is
+a three-stage pipeline of threads, a normal stage (InferShape, Tiling,
+host ops), a memory stage (Alloc, Free) and a launch stage; with 1 it runs
+in one thread.  The outputs do not depend on the choice.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.errors import AirccError, DeviceOutOfMemoryError, InputError, KernelError, ModelFormatError
+from aircc.executor.device.caching_allocator import CachingAllocator
+from aircc.executor.device.device import VirtualDevice
+from aircc.executor.kernels.registry import InferContext, lookup
+from aircc.formats import OmFile
+
+from .feeds import check_feeds, select_outputs
+from .host_pipeline import RunState, run_pipelined, run_sequential
+from .tiling_cache import TilingCache, tiling_key
+
+WEIGHT_ALIGN = 64
+
+
+def runtime_core_number(option: int | None) -> int:
+    """1 (sequential) or 3 (pipelined): the option, else $AIR_RUNTIME_CORE_NUMBER, else 3."""
+    value = option if option is not None else int(os.environ.get("AIR_RUNTIME_CORE_NUMBER", "3"))
+    if value not in (1, 3):
+        raise InputError(f"runtime core number must be 1 (sequential) or 3 (pipelined), got {value}")
+    return value
+
+
+class DynamicModel:
+    """A loaded dynamic model bound to one device."""
+
+    def __init__(self, om: OmFile, device: VirtualDevice, *, runtime_core_number: int | None = None):
+        self.om, self.device = om, device
+        self.description = om.sections["model"]
+        self.inputs, self.outputs = self.description["inputs"], self.description["outputs"]
+        eg = om.sections["exec_graph"]
+        self.exec_graph = eg
+        self.nodes = eg["nodes"]
+        self.kernels = eg["kernels"]
+        self.core_number = globals()["runtime_core_number"](runtime_core_number)
+        self.specs = [None if n["op"] in ("MemcpyH2D", "MemcpyD2H")
+                      else lookup(n["op"], n["version"], n["domain"], n["name"]) for n in self.nodes]
+        self.caches = [TilingCache() for _ in self.nodes]
+        self.value_inputs = [set(s.value_inputs) if s else set() for s in self.specs]
+        self.host_values = dict(om.weights)            # constants, readable on the host
+        self._weights_base = None
+        self._allocate_weights()
+        if not hasattr(device, "caching_allocator"):
+            device.caching_allocator = CachingAllocator(device.memory)
+        self.allocator: CachingAllocator = device.caching_allocator
+        self.streams = [device.create_stream() for _ in range(max(1, eg["streams"]))]
+        self.events = device.create_events(eg["events"])
+        self.generation = 0
+        users: dict[str, set[int]] = {}
+        for n in self.nodes:
+            if n["placement"] == "device" and n["stream"] is not None:
+                for v in [*n["inputs"], *n["outputs"]]:
+                    if v:
+                        users.setdefault(v, set()).add(n["stream"])
+        self.users = {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
+        self.launch_position = {}
+        for pos, kern in enumerate(self.kernels):
+            if kern["kind"] in ("launch", "memcpy_h2d"):
+                for v in self.nodes[kern["node"]]["outputs"]:
+                    self.launch_position[v] = pos
+        self.stats = {"runs": 0, "host_seconds": 0.0, "host_op_seconds": {}, "host_op_counts": {},
+                      "d2h_syncs": 0, "host_ops": eg.get("host_ops", 0)}
+
+    # ------------------------------------------------------------ load
+    def _allocate_weights(self) -> None:
+        offsets, end = {}, 0
+        for name, arr in self.om.weights.items():
+            offsets[name] = end
+            end += (arr.nbytes + WEIGHT_ALIGN - 1) // WEIGHT_ALIGN * WEIGHT_ALIGN
+        name = self.description.get("name", "model")
+        self._weights_base = self.device.memory.malloc(max(end, 1), f"weights of model '{name}'")
+        self.device_weights = {}
+        for w, arr in self.om.weights.items():
+            view = self.device.memory.view(self._weights_base + offsets[w], arr.dtype, arr.shape)
+            np.copyto(view, arr)
+            self.device_weights[w] = view
+
+    # ------------------------------------------------------------ run
+    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+        ordered = check_feeds(self.inputs, feeds)
+        bind_symbols(self.inputs, ordered)
+        self.generation += 1
+        state = RunState(self, self.generation)
+        for spec, arr in zip(self.inputs, ordered):
+            state.host[spec["name"]] = arr
+            state.types[spec["name"]] = TensorType.of(arr)
+        for name, arr in self.om.weights.items():
+            state.types[name] = TensorType(arr.dtype.name, tuple(arr.shape))
+        t0 = time.perf_counter()
+        try:
+            if self.core_number == 1:
+                run_sequential(state)
+            else:
+                run_pipelined(state)
+        finally:
+            for s in self.streams:
+                s.synchronize()
+            state.release()
+        self.stats["runs"] += 1
+        self.stats["host_seconds"] += state.host_seconds
+        for op, secs in state.op_seconds.items():
+            self.stats["host_op_seconds"][op] = self.stats["host_op_seconds"].get(op, 0.0) + secs
+            self.stats["host_op_counts"][op] = self.stats["host_op_counts"].get(op, 0) + state.op_counts[op]
+        self.stats["d2h_syncs"] += state.d2h_syncs
+        self.stats["last_run_seconds"] = time.perf_counter() - t0
+        if state.error is not None:
+            raise state.error
+        out = {o: state.results[o] for o in self.exec_graph["outputs"]}
+        return select_outputs(out, output_names)
+
+    # ------------------------------------------------------------ statistics
+    def run_stats(self) -> dict:
+        """Tiling cache, host time per op, host ops and allocator peaks."""
+        hits = sum(c.hits for c in self.caches)
+        misses = sum(c.misses for c in self.caches)
+        per_op = {op: round(1e6 * secs / self.stats["host_op_counts"][op], 2)
+                  for op, secs in sorted(self.stats["host_op_seconds"].items())}
+        alloc = self.allocator.stats()
+        return {
+            "mode": "dynamic",
+            "runs": self.stats["runs"],
+            "runtime_core_number": self.core_number,
+            "tiling_cache_hits": hits,
+            "tiling_cache_misses": misses,
+            "tiling_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            "host_ops": self.stats["host_ops"],
+            "host_seconds_per_run": self.stats["host_seconds"] / max(1, self.stats["runs"]),
+            "host_us_per_op": per_op,
+            "d2h_syncs": self.stats["d2h_syncs"],
+            "peak_allocated_bytes": alloc["peak_allocated_bytes"],
+            "peak_reserved_bytes": alloc["peak_reserved_bytes"],
+            "allocator": alloc,
+        }
+
+    def close(self) -> None:
+        for s in self.streams:
+            self.device.destroy_stream(s)
+        self.streams = []
+        if self._weights_base is not None:
+            self.device.memory.free(self._weights_base)
+            self._weights_base = None
+
+
+def bind_symbols(inputs: list[dict], arrays: list[np.ndarray]) -> dict[str, int]:
+    """Check that a symbol shared by several inputs has one size in this run."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for spec, arr in zip(inputs, arrays):
+        for d, n in zip(spec["shape"], arr.shape):
+            if isinstance(d, str):
+                if d in sizes and sizes[d][0] != n:
+                    raise InputError(f"dim '{d}' is {sizes[d][0]} in input '{sizes[d][1]}' "
+                                     f"but {n} in input '{spec['name']}'")
+                sizes.setdefault(d, (n, spec["name"]))
+    return {k: v[0] for k, v in sizes.items()}

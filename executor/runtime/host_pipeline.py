@@ -1,0 +1,295 @@
+"""The host side of a dynamic run: host kernels, run in one thread or as a pipeline.
+
+Each host kernel of the execute graph belongs to a stage: ``normal``
+(InferShape, Tiling, host ops), ``memory`` (Alloc, Free) or ``launch``
+(kernel launches, memcpy, event record/wait).  Pipelined, every kernel
+passes through the three stage threads in order, and each stage runs the
+kernels that are its own; a Free waits until the launch stage has launched
+everything before it, so a block is never handed back while its last use
+is still unlaunched.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import numpy as np
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.compiler.lowering.dynamic import STAGE
+from aircc.errors import AirccError, KernelError
+from aircc.executor.kernels.registry import InferContext
+
+from .tiling_cache import tiling_key
+
+_DONE = object()
+
+
+class RunState:
+    """Everything one run knows: types, host values, device blocks, results."""
+
+    def __init__(self, model, generation: int):
+        self.m = model
+        self.generation = generation
+        self.types: dict[str, TensorType] = {}
+        self.host: dict[str, np.ndarray] = {}
+        self.blocks: dict[str, object] = {}
+        self.views: dict[str, np.ndarray] = {}
+        self.tilings: dict[int, dict] = {}
+        self.workspaces: dict[int, object] = {}
+        self.results: dict[str, np.ndarray] = {}
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.host_seconds = 0.0
+        self.op_seconds: dict[str, float] = {}
+        self.op_counts: dict[str, int] = {}
+        self.d2h_syncs = 0
+        self.launched = -1
+        self._launched_cond = threading.Condition()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ helpers
+    def fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = error
+            self.cancelled = True
+        for e in self.m.events:
+            e.cancel()
+
+    def value(self, name: str) -> np.ndarray:
+        """A value's data for a kernel: device view, else device weight, else host array."""
+        if name in self.views:
+            return self.views[name]
+        if name in self.m.device_weights:
+            return self.m.device_weights[name]
+        return self.host[name]
+
+    def host_value(self, name: str) -> np.ndarray | None:
+        """A value's data on the host; a device value costs a wait and a device-to-host copy."""
+        if name in self.host:
+            return self.host[name]
+        if name in self.m.host_values:
+            return self.m.host_values[name]
+        producer = self.m.launch_position.get(name)
+        if producer is None:
+            return None
+        with self._launched_cond:
+            self._launched_cond.wait_for(lambda: self.launched >= producer or self.cancelled)
+        if self.cancelled:
+            raise AirccError("run cancelled")
+        for s in self.m.streams:
+            s.synchronize()
+        self.d2h_syncs += 1
+        return np.array(self.views[name])
+
+    def _context(self, k: int, host_op: bool) -> InferContext:
+        node = self.m.nodes[k]
+        vi = self.m.value_inputs[k]
+        values = [None if not i or node["op"] in ("Shape", "Size")
+                  else self.host_value(i) if (j in vi or host_op) else None
+                  for j, i in enumerate(node["inputs"])]
+        return InferContext([self.types.get(i) if i else None for i in node["inputs"]],
+                            node["attrs"], values, node["name"], node["op"], len(node["outputs"]))
+
+    # ------------------------------------------------------------ host kernels
+    def infer_shape(self, kernel: dict) -> None:
+        k = kernel["node"]
+        node = self.m.nodes[k]
+        if node["op"] == "MemcpyH2D":
+            self.types[node["outputs"][0]] = self.types[node["inputs"][0]]
+            return
+        out = self.m.specs[k].infer(self._context(k, False))
+        for name, t in zip(node["outputs"], out):
+            if name:
+                if not t.is_static:
+                    raise AirccError(f"node '{node['name']}' ({node['op']}): output '{name}' has "
+                                     f"shape {t.shape} after run-time shape inference")
+                self.types[name] = t
+
+    def tiling(self, kernel: dict) -> None:
+        k = kernel["node"]
+        node, spec = self.m.nodes[k], self.m.specs[k]
+        types = [self.types.get(i) if i else None for i in node["inputs"]]
+        vi = self.m.value_inputs[k]
+        values = [self.host.get(i) if j in vi and i else None for j, i in enumerate(node["inputs"])]
+        self.tilings[k] = self.m.caches[k].get(
+            tiling_key(types, values),
+            lambda: spec.tiling(types, node["attrs"]) if spec.tiling else {})
+
+    def host_compute(self, kernel: dict) -> None:
+        k = kernel["node"]
+        node, spec = self.m.nodes[k], self.m.specs[k]
+        ctx = self._context(k, True)
+        if node["op"] in ("Shape", "Size"):
+            ctx.values[0] = shape_only(self.types[node["inputs"][0]])
+        out_types = spec.infer(ctx)
+        outs = [np.empty(t.shape, t.dtype) for t in out_types]
+        tiling = spec.tiling(ctx.types, node["attrs"]) if spec.tiling else {}
+        ws = np.empty(tiling["workspace"], np.uint8) if tiling.get("workspace") else None
+        spec.kernel(ctx.values, outs, node["attrs"], tiling, ws)
+        for name, t, arr in zip(node["outputs"], out_types, outs):
+            if name:
+                self.types[name], self.host[name] = t, arr
+
+    def alloc(self, kernel: dict) -> None:
+        k = kernel["node"]
+        stream = self.m.streams[kernel["stream"]]
+        for name in kernel["values"]:
+            t = self.types[name]
+            block = self.m.allocator.malloc(t.nbytes, stream, f"'{name}'")
+            self.blocks[name] = block
+            self.views[name] = self.m.allocator.view(block, t.dtype, t.shape)
+        ws = self.tilings.get(k, {}).get("workspace", 0)
+        if ws:
+            block = self.m.allocator.malloc(ws, stream, f"workspace of '{self.m.nodes[k]['name']}'")
+            self.workspaces[k] = block
+            self.views[f"#ws{k}"] = self.m.allocator.view(block, np.uint8, (ws,))
+
+    def free(self, kernel: dict, position: int) -> None:
+        with self._launched_cond:   # the last use must have been launched first
+            self._launched_cond.wait_for(lambda: self.launched >= position - 1 or self.cancelled)
+        for name in kernel["values"]:
+            block = self.blocks.pop(name, None)
+            self.views.pop(name, None)
+            if block is not None:
+                self.m.allocator.free(block, self.m.users.get(name, ()))
+
+    def launch(self, kernel: dict) -> None:
+        k = kernel["node"]
+        node, spec = self.m.nodes[k], self.m.specs[k]
+        vi = self.m.value_inputs[k]
+        ins = [None if not i else self.host_value(i) if j in vi else self.value(i)
+               for j, i in enumerate(node["inputs"])]
+        outs = [self.views[o] if o else None for o in node["outputs"]]
+        tiling, attrs, fn = self.tilings[k], node["attrs"], spec.kernel
+        ws = self.views.pop(f"#ws{k}", None)
+        stream = self.m.streams[kernel["stream"]]
+
+        def task(state=self):
+            if state.cancelled:
+                return
+            try:
+                fn(ins, outs, attrs, tiling, ws)
+            except BaseException as e:  # name the node and op
+                state.fail(KernelError(node["name"], node["op"], e))
+        stream.submit(task)
+        if k in self.workspaces:
+            self.m.allocator.free(self.workspaces.pop(k), [stream])
+
+    def memcpy_h2d(self, kernel: dict) -> None:
+        node = self.m.nodes[kernel["node"]]
+        src = self.host[node["inputs"][0]]
+        dst = self.views[node["outputs"][0]]
+        self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(dst, src))
+
+    def memcpy_d2h(self, kernel: dict) -> None:
+        node = self.m.nodes[kernel["node"]]
+        name = node["inputs"][0]
+        binding = node["attrs"]["binding"]
+        out_name = self.m.exec_graph["outputs"][binding]
+        t = self.types[name]
+        if kernel["stream"] is None or name not in self.views:
+            self.results[out_name] = np.array(self.value(name))
+            return
+        result = np.empty(t.shape, t.dtype)
+        src = self.views[name]
+        self.results[out_name] = result
+        self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(result, src))
+
+    def event_record(self, kernel: dict) -> None:
+        ev, gen = self.m.events[kernel["event"]], self.generation
+        self.m.streams[kernel["stream"]].submit(lambda: ev.record(gen))
+
+    def event_wait(self, kernel: dict) -> None:
+        ev, gen = self.m.events[kernel["event"]], self.generation
+        self.m.streams[kernel["stream"]].submit(lambda: ev.wait(gen, lambda: self.cancelled))
+
+    # ------------------------------------------------------------ bookkeeping
+    def execute(self, position: int, kernel: dict) -> None:
+        t = time.perf_counter()
+        if kernel["kind"] == "free":
+            self.free(kernel, position)
+        else:
+            getattr(self, kernel["kind"])(kernel)
+        dt = time.perf_counter() - t
+        self.host_seconds += dt
+        if "node" in kernel:
+            op = self.m.nodes[kernel["node"]]["op"]
+            self.op_seconds[op] = self.op_seconds.get(op, 0.0) + dt
+            if kernel["kind"] in ("infer_shape", "host_compute", "memcpy_d2h"):
+                self.op_counts[op] = self.op_counts.get(op, 0) + 1
+
+    def mark_launched(self, position: int) -> None:
+        with self._launched_cond:
+            self.launched = position
+            self._launched_cond.notify_all()
+
+    def release(self) -> None:
+        """Give back every block still held (after an error, or outputs after the run)."""
+        for name, block in list(self.blocks.items()):
+            self.m.allocator.free(block, self.m.users.get(name, ()))
+        for block in self.workspaces.values():
+            self.m.allocator.free(block)
+        self.blocks.clear()
+        self.workspaces.clear()
+        self.views.clear()
+
+
+def shape_only(t: TensorType) -> np.ndarray:
+    base = np.zeros(1, dtype=t.dtype)
+    return np.lib.stride_tricks.as_strided(base, shape=t.shape, strides=(0,) * len(t.shape),
+                                           writeable=False)
+
+
+def run_sequential(state: RunState) -> None:
+    """All host kernels in order, in the calling thread."""
+    for position, kernel in enumerate(state.m.kernels):
+        if state.cancelled:
+            break
+        try:
+            state.execute(position, kernel)
+        except BaseException as e:
+            state.fail(e)
+            break
+        state.mark_launched(position)
+
+
+def run_pipelined(state: RunState) -> None:
+    """Normal, memory and launch stages on three threads, connected by queues."""
+    q_memory: queue.Queue = queue.Queue()
+    q_launch: queue.Queue = queue.Queue()
+
+    def stage(name: str, inbox, outbox) -> None:
+        while True:
+            item = inbox.get() if inbox is not None else None
+            if item is _DONE:
+                break
+            position, kernel = item
+            if not state.cancelled and STAGE[kernel["kind"]] == name:
+                try:
+                    state.execute(position, kernel)
+                except BaseException as e:
+                    state.fail(e)
+            if outbox is not None:
+                outbox.put(item)
+            else:
+                state.mark_launched(position)
+        if outbox is not None:
+            outbox.put(_DONE)
+
+    memory = threading.Thread(target=stage, args=("memory", q_memory, q_launch), daemon=True)
+    launch = threading.Thread(target=stage, args=("launch", q_launch, None), daemon=True)
+    memory.start()
+    launch.start()
+    for position, kernel in enumerate(state.m.kernels):   # the normal stage is this thread
+        if not state.cancelled and STAGE[kernel["kind"]] == "normal":
+            try:
+                state.execute(position, kernel)
+            except BaseException as e:
+                state.fail(e)
+        q_memory.put((position, kernel))
+    q_memory.put(_DONE)
+    memory.join()
+    launch.join()
