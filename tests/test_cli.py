@@ -84,3 +84,29 @@ def test_ops_lists_supported_ops():
     r = CliRunner().invoke(aircc_cli, ["ops"])
     assert r.exit_code == 0
     assert any(line.split()[1] == "Conv" and "native" in line for line in r.output.splitlines())
+
+
+def test_dynamic_mode_stats_and_gears_from_the_command_line(tmp_path):
+    om = tmp_path / "mlp_dyn.om"
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(om)])
+    assert r.exit_code == 0 and "dynamic mode" in r.output and "host kernels" in r.output
+    for cores in ("1", "3"):
+        r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--stats",
+                                        "--quiet", "--repeat", "4", "--runtime-cores", cores])
+        assert r.exit_code == 0, r.output
+        assert f"runtime cores        {cores}" in r.output
+        assert "tiling cache" in r.output and "hit rate" in r.output
+        assert "allocator peaks" in r.output and "MatMul" in r.output
+    gears = tmp_path / "mlp_gears.om"
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(gears),
+                                       "--dynamic-batch", "1,2,4,8"])
+    assert r.exit_code == 0 and "gears [1, 2, 4, 8]" in r.output
+    x3 = tmp_path / "x3.npy"
+    np.save(x3, np.load(f"{SAMPLES}/mlp_input.npy")[:3])
+    r = CliRunner().invoke(airrun, [str(gears), "--input", str(x3), "--quiet"])
+    assert r.exit_code == 2 and "no gear" in r.output
+    r = CliRunner().invoke(airrun, [str(gears), "--input", str(x3), "--quiet", "--pad-to-gear", "--stats"])
+    assert r.exit_code == 0 and "probs: float32[3, 10]" in r.output and "gears" in r.output
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(gears),
+                                       "--dynamic-batch", "1,x"])
+    assert r.exit_code != 0 and "batch sizes" in r.output
