@@ -23,7 +23,7 @@ from .memory.planner import plan_memory
 from .passes.pipeline import DEFAULT_PIPELINE, run_pipeline
 from .schedule.events import insert_events
 from .schedule.memcpy import insert_memcpy
-from .schedule.placement import place_host_ops, schedule_device_nodes
+from .schedule.placement import place_host_ops, schedule_device_nodes, schedule_regions
 from .schedule.streams import assign_streams
 
 MODES = ("static", "dynamic", "auto")
@@ -70,7 +70,18 @@ def choose_mode(graph: Graph, requested: str) -> str:
         raise CompileOptionError(f"--mode must be one of {', '.join(MODES)}, got {requested!r}")
     if requested != "auto":
         return requested
-    return "static" if all(graph.types[i].is_static for i in graph.inputs) else "dynamic"
+    from .lowering.control import static_control_flow_problem
+    every_value = all(t is not None and t.is_static for g in _regions(graph) for t in g.types.values())
+    if every_value and static_control_flow_problem(graph) is None:
+        return "static"
+    return "dynamic"
+
+
+def _regions(graph: Graph):
+    yield graph
+    for n in graph.nodes:
+        for r in n.regions:
+            yield from _regions(r)
 
 
 def _io(graph: Graph, names: list[str]) -> list[dict]:
@@ -107,7 +118,8 @@ def _lower_dynamic(graph: Graph, options: CompileOptions, seconds: dict) -> tupl
     for name, fn in (("insert-memcpy", insert_memcpy),
                      ("place-host-ops", place_host_ops),
                      ("assign-streams+insert-events",
-                      lambda g: schedule_device_nodes(g, options.streams))):
+                      lambda g: schedule_device_nodes(g, options.streams)),
+                     ("schedule-regions", lambda g: schedule_regions(g, options.streams))):
         graph = _stage(seconds, name, fn, graph)
     t = time.perf_counter()
     exec_graph, weights = lower_dynamic(graph)

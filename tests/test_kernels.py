@@ -984,6 +984,9 @@ def test_lookup_versions():
 
 def test_every_spec_is_documented_and_complete():
     for spec in registry.all_specs():
+        if spec.extra.get("control_flow"):   # bodies run by the runtimes (tests/test_control_flow.py)
+            assert spec.kernel is None and spec.name in ("If", "Loop", "Scan")
+            continue
         assert spec.infer is not None and spec.kernel is not None, spec.name
 
 
@@ -991,5 +994,6 @@ def test_every_spec_was_exercised(request):
     """Runs last: every registered (op, version) went through at least one kernel test."""
     if request.config.option.keyword or request.config.option.markexpr:
         pytest.skip("only meaningful for a full run")
-    missing = sorted({(s.name, s.since) for s in registry.all_specs()} - COVERED)
+    missing = sorted({(s.name, s.since) for s in registry.all_specs()
+                      if not s.extra.get("control_flow")} - COVERED)
     assert not missing, f"ops/versions without a kernel test: {missing}"

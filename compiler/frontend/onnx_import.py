@@ -127,6 +127,9 @@ class _Importer:
         for vi in gp.input:
             if vi.name in g.constants:
                 continue  # an old-style model that also lists weights as inputs
+            if name != "main" and not vi.type.HasField("tensor_type"):
+                g.inputs.append(vi.name)   # a body input typed by its op (infer-shapes)
+                continue
             t = _type_from_proto(vi, self.fresh_symbol)
             if vi.name in shapes:
                 fixed = tuple(shapes.pop(vi.name))

@@ -63,6 +63,29 @@ def _foldable(graph: Graph, node: Node) -> list[TensorType] | None:
     return out_types
 
 
+def _inline_if(graph: Graph, node: Node) -> list[Node]:
+    """The nodes of the branch a constant condition picks, then Identity to the If's outputs."""
+    attr = "then_branch" if bool(np.asarray(graph.constants[node.inputs[0]]).reshape(-1)[0]) \
+        else "else_branch"
+    body = next(r for r in node.regions if r.meta.get("attribute") == attr)
+    for name, arr in body.constants.items():
+        graph.constants[name] = arr
+        graph.types[name] = TensorType.of(arr)
+    for name, t in body.types.items():
+        graph.types.setdefault(name, t)
+    taken = {n.name for n in graph.nodes}
+    nodes = []
+    for n in body.nodes:
+        if n.name in taken:
+            n.name = graph.fresh_name(n.name)
+        nodes.append(n)
+    for k, (src, dst) in enumerate(zip(body.outputs, node.outputs)):
+        if dst:
+            nodes.append(Node("Identity", [src], [dst], name=f"{node.name}/out{k}",
+                              version=node.version))
+    return nodes
+
+
 def _refresh_types(graph: Graph, node: Node) -> None:
     """Re-type a kept node from its (possibly just folded) inputs, so that a Shape
     further down sees shapes that folding made static."""
@@ -87,6 +110,10 @@ def fold_constants(graph: Graph) -> Graph:
     for node in graph.nodes:
         for region in node.regions:
             fold_constants(region)
+        if node.op == "If" and not node.domain and node.inputs[0] in graph.constants:
+            kept.extend(_inline_if(graph, node))
+            folded += 1
+            continue
         values = None
         if node.op in ("Shape", "Size"):
             v = _static_shape_value(graph, node)

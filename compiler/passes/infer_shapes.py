@@ -5,9 +5,11 @@ constant, its value (Reshape's shape, ConstantOfShape's shape, ...).
 """
 from __future__ import annotations
 
+from aircc.errors import ShapeInferenceError
 from aircc.executor.kernels.registry import InferContext, lookup
 
 from ..ir.graph import Graph, Node, TensorType
+from .control_flow import INFER as CONTROL_FLOW
 
 
 def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = None) -> list[TensorType]:
@@ -26,6 +28,20 @@ def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = N
     return out
 
 
+def _infer_or_unknown_rank(graph: Graph, node: Node, scope: dict) -> list[TensorType]:
+    """A node's output types; when an input's rank is unknown (an If whose branches
+    differ in rank, say) and the rule cannot cope, the outputs' ranks are unknown too:
+    run-time InferShape decides them."""
+    try:
+        return infer_node(graph, node, scope)
+    except ShapeInferenceError:
+        ins = [scope.get(i) for i in node.inputs if i]
+        if not any(t is not None and t.shape is None for t in ins):
+            raise
+        dtype = next(t.dtype for t in ins if t is not None)
+        return [TensorType(dtype, None) for _ in node.outputs]
+
+
 def infer_shapes(graph: Graph, outer: dict[str, TensorType] | None = None) -> Graph:
     """Set ``graph.types`` for every node output (nested regions included)."""
     scope = dict(outer or {})
@@ -33,9 +49,13 @@ def infer_shapes(graph: Graph, outer: dict[str, TensorType] | None = None) -> Gr
     for name, arr in graph.constants.items():
         graph.types[name] = scope[name] = TensorType.of(arr)
     for node in graph.nodes:
-        for region in node.regions:
-            infer_shapes(region, scope)
-        for name, t in zip(node.outputs, infer_node(graph, node, scope)):
+        if node.op in CONTROL_FLOW and not node.domain:
+            types = CONTROL_FLOW[node.op](graph, node, scope, infer_shapes)
+        else:
+            for region in node.regions:
+                infer_shapes(region, scope)
+            types = _infer_or_unknown_rank(graph, node, scope)
+        for name, t in zip(node.outputs, types):
             if name:
                 graph.types[name] = scope[name] = t
     graph.meta["typed"] = True

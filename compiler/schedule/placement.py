@@ -39,9 +39,11 @@ def _small(graph: Graph, value: str) -> bool:
                                   or t.dtype == "bool")
 
 
-def place_host_ops(graph: Graph) -> Graph:
-    """Mark host ops with ``meta["placement"] = "host"``, others ``"device"``."""
-    host_values: set[str] = set()
+def place_host_ops(graph: Graph, host_values: set[str] | None = None) -> Graph:
+    """Mark host ops with ``meta["placement"] = "host"``, others ``"device"``.
+
+    ``host_values``: values already on the host (from an enclosing scope)."""
+    host_values = set(host_values or ())
     for node in graph.nodes:
         on_host = False
         if node.op in SHAPE_ONLY_OPS:
@@ -55,6 +57,36 @@ def place_host_ops(graph: Graph) -> Graph:
             host_values.update(o for o in node.outputs if o)
     _copy_host_data_to_device(graph, host_values)
     graph.meta["host_ops"] = sum(1 for n in graph.nodes if n.meta["placement"] == "host")
+    graph.meta["host_values"] = host_values
+    return graph
+
+
+def schedule_regions(graph: Graph, max_streams: int | None, _count: dict | None = None) -> Graph:
+    """Place and schedule the bodies of If/Loop/Scan nodes (dynamic mode), recursively.
+
+    Body streams map onto the model's streams; body events are numbered after
+    those already used, so ids stay dense over the whole model."""
+    count = _count if _count is not None else {
+        "events": graph.meta.get("events", 0), "streams": graph.meta.get("streams", 1),
+        "host_ops": graph.meta.get("host_ops", 0)}
+    for node in graph.nodes:
+        for region in node.regions:
+            host = set(graph.meta.get("host_values", ()))
+            if node.op == "Loop":
+                host.update(region.inputs[:2])      # iteration number and condition
+            place_host_ops(region, host)
+            schedule_device_nodes(region, max_streams)
+            for n in region.nodes:
+                if n.op in ("EventRecord", "EventWait"):
+                    n.attrs["event"] += count["events"]
+                    n.name = f"{n.name}_{node.name}"
+            count["events"] += region.meta.get("events", 0)
+            count["streams"] = max(count["streams"], region.meta.get("streams", 1))
+            count["host_ops"] += region.meta.get("host_ops", 0)
+            region.meta["host_values"] = host | region.meta.get("host_values", set())
+            schedule_regions(region, max_streams, count)
+    if _count is None:
+        graph.meta.update(count)
     return graph
 
 

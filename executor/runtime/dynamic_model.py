@@ -62,6 +62,7 @@ class DynamicModel:
         self.allocator: CachingAllocator = device.caching_allocator
         self.streams = [device.create_stream() for _ in range(max(1, eg["streams"]))]
         self.events = device.create_events(eg["events"])
+        self.event_counts = [0] * len(self.events)
         self.generation = 0
         users: dict[str, set[int]] = {}
         for n in self.nodes:

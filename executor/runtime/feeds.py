@@ -32,7 +32,7 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
         if not _shape_matches(spec["shape"], arr.shape):
             raise InputError(f"input '{spec['name']}' must have shape {spec['shape']}, "
                              f"got {list(arr.shape)}")
-        ordered.append(np.ascontiguousarray(arr))
+        ordered.append(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr).reshape(arr.shape))
     return ordered
 
 

@@ -21,6 +21,7 @@ from aircc.compiler.lowering.dynamic import STAGE
 from aircc.errors import AirccError, KernelError
 from aircc.executor.kernels.registry import InferContext
 
+from .control_flow import run_control
 from .tiling_cache import tiling_key
 
 _DONE = object()
@@ -147,9 +148,10 @@ class RunState:
             self.workspaces[k] = block
             self.views[f"#ws{k}"] = self.m.allocator.view(block, np.uint8, (ws,))
 
-    def free(self, kernel: dict, position: int) -> None:
-        with self._launched_cond:   # the last use must have been launched first
-            self._launched_cond.wait_for(lambda: self.launched >= position - 1 or self.cancelled)
+    def free(self, kernel: dict, position: int | None) -> None:
+        if position is not None:
+            with self._launched_cond:   # the last use must have been launched first
+                self._launched_cond.wait_for(lambda: self.launched >= position - 1 or self.cancelled)
         for name in kernel["values"]:
             block = self.blocks.pop(name, None)
             self.views.pop(name, None)
@@ -199,21 +201,42 @@ class RunState:
         self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(result, src))
 
     def event_record(self, kernel: dict) -> None:
-        ev, gen = self.m.events[kernel["event"]], self.generation
+        e = kernel["event"]
+        self.m.event_counts[e] += 1           # the host numbers every record it submits
+        ev, gen = self.m.events[e], self.m.event_counts[e]
         self.m.streams[kernel["stream"]].submit(lambda: ev.record(gen))
 
     def event_wait(self, kernel: dict) -> None:
-        ev, gen = self.m.events[kernel["event"]], self.generation
+        e = kernel["event"]
+        ev, gen = self.m.events[e], self.m.event_counts[e]   # waits for the latest record
         self.m.streams[kernel["stream"]].submit(lambda: ev.wait(gen, lambda: self.cancelled))
+
+    # ------------------------------------------------------------ control flow
+    def control(self, kernel: dict, position: int | None = None) -> None:
+        """If / Loop / Scan, run by the host: a barrier, then the bodies' kernels in order."""
+        if position is not None:
+            with self._launched_cond:
+                self._launched_cond.wait_for(lambda: self.launched >= position - 1 or self.cancelled)
+        run_control(self, kernel)
+
+    def run_body(self, body: dict) -> None:
+        for kernel in body["kernels"]:
+            if self.cancelled:
+                raise AirccError("run cancelled")
+            self.execute(None, kernel)
+        if self.error is not None:
+            raise self.error
 
     # ------------------------------------------------------------ bookkeeping
     def execute(self, position: int, kernel: dict) -> None:
         t = time.perf_counter()
-        if kernel["kind"] == "free":
-            self.free(kernel, position)
+        if kernel["kind"] in ("free", "control"):
+            getattr(self, kernel["kind"])(kernel, position)
         else:
             getattr(self, kernel["kind"])(kernel)
         dt = time.perf_counter() - t
+        if kernel["kind"] == "control":
+            return      # its bodies' kernels account for themselves
         self.host_seconds += dt
         if "node" in kernel:
             op = self.m.nodes[kernel["node"]]["op"]
