@@ -16,6 +16,7 @@ from .frontend.onnx_import import import_onnx
 from .ir.graph import Dim, Graph
 from .ir.printer import print_graph
 from .ir.verifier import verify
+from .lowering.control import expand_control_flow, static_control_flow_problem
 from .lowering.dynamic import lower_dynamic
 from .lowering.static import lower_static
 from .lowering.tiling import compute_tiling
@@ -70,7 +71,6 @@ def choose_mode(graph: Graph, requested: str) -> str:
         raise CompileOptionError(f"--mode must be one of {', '.join(MODES)}, got {requested!r}")
     if requested != "auto":
         return requested
-    from .lowering.control import static_control_flow_problem
     every_value = all(t is not None and t.is_static for g in _regions(graph) for t in g.types.values())
     if every_value and static_control_flow_problem(graph) is None:
         return "static"
@@ -102,6 +102,7 @@ def _lower_static(graph: Graph, options: CompileOptions, seconds: dict) -> tuple
     for name, fn in (("insert-memcpy", insert_memcpy),
                      ("assign-streams", lambda g: assign_streams(g, options.streams)),
                      ("insert-events", insert_events),
+                     ("expand-control-flow", lambda g: expand_control_flow(g, options.streams)),
                      ("tiling", compute_tiling)):
         graph = _stage(seconds, name, fn, graph)
     t = time.perf_counter()

@@ -31,7 +31,8 @@ REQUIRED_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 TASK_KINDS = frozenset({"kernel", "event_record", "event_wait",
-                        "memcpy_h2d", "memcpy_d2h", "model_end"})
+                        "memcpy_h2d", "memcpy_d2h", "model_end",
+                        "label", "goto", "switch"})
 
 #: dtype names allowed for weights and for ndarrays inside payloads (stored little-endian).
 DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
@@ -155,6 +156,8 @@ def _tasks(c: _Check, p: Any) -> None:
         c.fail("lists", f"has {len(lists)} task lists but streams is {streams}")
     recorded: Counter[int] = Counter()
     waited: Counter[int] = Counter()
+    labels: dict[int, list[int]] = {s: [] for s in range(len(lists))}
+    jumps: dict[int, list[int]] = {s: [] for s in range(len(lists))}
     for s, tl in enumerate(lists):
         for i, t in enumerate(c.list(tl, f"lists[{s}]")):
             w = f"lists[{s}][{i}]"
@@ -172,6 +175,16 @@ def _tasks(c: _Check, p: Any) -> None:
                 (recorded if kind == "event_record" else waited)[ev] += 1
             elif kind in ("memcpy_h2d", "memcpy_d2h"):
                 c.int(td, "binding", w, lo=0)
+            elif kind in ("label", "goto", "switch"):
+                label = c.int(td, "label", w, lo=0)
+                (labels[s] if kind == "label" else jumps[s]).append(label)
+                if kind == "switch":
+                    c.dict(c.get(td, "cond", w), f"{w}.cond")
+        missing = sorted(set(jumps[s]) - set(labels[s]))
+        if missing:
+            c.fail(f"lists[{s}]", f"jumps to labels {missing} that the list does not define")
+        if len(set(labels[s])) != len(labels[s]):
+            c.fail(f"lists[{s}]", "defines a label twice")
     for ev, n in sorted(recorded.items()):
         if n != 1:
             c.fail("", f"event {ev} is recorded {n} times (must be exactly once)")

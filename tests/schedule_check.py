@@ -26,6 +26,10 @@ def sync_graph(tasks: dict, drop_event: int | None = None) -> nx.DiGraph:
     return g
 
 
+#: Device control kernels that write into buffers they take as inputs.
+IN_PLACE_WRITERS = {"LoopUpdate", "BranchOut", "ScanSlice", "ScanUpdate"}
+
+
 def data_dependencies(tasks: dict) -> list[tuple[int, int]]:
     """(writer task, reader task) for every value passed between tasks, by address."""
     writer = {}
@@ -38,6 +42,8 @@ def data_dependencies(tasks: dict) -> list[tuple[int, int]]:
             if key in writer:
                 deps.append((writer[key], t["id"]))
         writes = [o for o in t.get("outputs", []) if o] + ([t["dst"]] if "dst" in t else [])
+        if t.get("op") in IN_PLACE_WRITERS:
+            writes += [o for o in t["inputs"] if o and o["mem"] == "arena"]
         for o in writes:
             writer[(o["mem"], o["offset"], tuple(o["shape"]), o["dtype"])] = t["id"]
     return deps

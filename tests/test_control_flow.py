@@ -103,3 +103,129 @@ def test_if_runs_both_ways(mode, device):
     np.testing.assert_array_equal(m.run({"x": x})["y"], x * 2)
     np.testing.assert_array_equal(m.run({"x": -x - 1})["y"], x + 1)
     m.close()
+
+
+def _loop_if_model(two_branches: bool = False) -> onnx.ModelProto:
+    """y = Loop(M) { h = tanh(h @ W + b) [+ sigmoid(h @ W2)] }; out = If(sum(h) > 0) 2h else -h."""
+    rng = np.random.default_rng(7)
+    w = helper.make_tensor("W", TensorProto.FLOAT, [8, 8], (rng.standard_normal((8, 8)) * 0.5).ravel())
+    b = helper.make_tensor("b", TensorProto.FLOAT, [8], rng.standard_normal(8).ravel())
+    w2 = helper.make_tensor("W2", TensorProto.FLOAT, [8, 8], (rng.standard_normal((8, 8)) * 0.5).ravel())
+    body_nodes = [helper.make_node("MatMul", ["h_in", "W"], ["mm"]),
+                  helper.make_node("Add", ["mm", "b"], ["pre"]),
+                  helper.make_node("Tanh", ["pre"], ["t"]),
+                  helper.make_node("Identity", ["cond_in"], ["cond_out"])]
+    if two_branches:
+        body_nodes += [helper.make_node("MatMul", ["h_in", "W2"], ["mm2"]),
+                       helper.make_node("Sigmoid", ["mm2"], ["s"]),
+                       helper.make_node("Add", ["t", "s"], ["h_out"])]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["t"], ["h_out"]))
+    body = helper.make_graph(body_nodes, "loop_body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                              tensor("h_in", [2, 8])],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                              tensor("h_out", [2, 8])])
+    then_g = helper.make_graph([helper.make_node("Add", ["h", "h"], ["r_then"])], "then_branch", [],
+                               [tensor("r_then", [2, 8])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["r_else"])], "else_branch", [],
+                               [tensor("r_else", [2, 8])])
+    nodes = [helper.make_node("Loop", ["M", "", "x"], ["h"], body=body),
+             helper.make_node("ReduceSum", ["h"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g)]
+    inputs = [helper.make_tensor_value_info("M", TensorProto.INT64, []), tensor("x", [2, 8])]
+    return model(nodes, inputs, [tensor("y", [2, 8])],
+                 [w, b, w2, helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])], 17)
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_loop_then_if_matches_onnxruntime(mode, device):
+    import onnxruntime as ort
+
+    proto = _loop_if_model()
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    compiled = aircc.compile(proto, mode=mode)
+    assert compiled.report["mode"] == mode
+    m = aircc.load(load_om(dump_om(compiled.om)), device=device)
+    rng = np.random.default_rng(0)
+    xs = [np.abs(rng.standard_normal((2, 8))).astype(np.float32) * sign for sign in (1, -1)]
+    xs += [rng.standard_normal((2, 8)).astype(np.float32) for _ in range(3)]
+    for trips in (0, 1, 3, 7):
+        for x in xs:
+            feeds = {"M": np.array(trips, np.int64), "x": x}
+            before = device.stats["host_submissions"]
+            y = m.run(feeds)["y"]
+            if mode == "static":
+                assert device.stats["host_submissions"] - before == 1
+            expected = session.run(None, feeds)[0]
+            np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+            if trips == 0:   # no iterations: h = x, so the sign of x picks the branch
+                np.testing.assert_allclose(y, 2 * x if x.sum() > 0 else -x, rtol=1e-6)
+    m.close()
+
+
+def test_static_control_flow_is_device_side():
+    om = aircc.compile(_loop_if_model(), mode="static").om
+    kinds = {t["kind"] for lst in om.sections["tasks"]["lists"] for t in lst}
+    assert {"label", "goto", "switch"} <= kinds
+    ops = {t["op"] for lst in om.sections["tasks"]["lists"] for t in lst if t["kind"] == "kernel"}
+    assert {"LoopInit", "LoopCheck", "LoopUpdate", "LoopFinish", "IfInit", "BranchOut"} <= ops
+
+
+def test_static_if_model_reports_one_host_submission_per_inference(device):
+    m = aircc.load(aircc.compile(_if_model(), mode="static").om, device=device)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for k in range(5):
+        m.run({"x": x if k % 2 else -x - 1})
+    assert m.run_stats()["submissions_per_run"] == 1.0 and m.run_stats()["runs"] == 5
+    m.close()
+
+
+def test_loop_body_on_two_streams_runs_without_races(device):
+    from schedule_check import unordered_dependencies
+
+    proto = _loop_if_model(two_branches=True)
+    om = aircc.compile(proto, mode="static").om
+    tasks = om.sections["tasks"]
+    body_streams = {s for s, lst in enumerate(tasks["lists"]) for t in lst
+                    if t["kind"] == "kernel" and t["op"] in ("Sigmoid", "Tanh")}
+    assert len(body_streams) == 2                       # the body's two branches run side by side
+    assert unordered_dependencies(tasks) == []          # every dependency of an iteration ordered
+    m = aircc.load(om, device=device)
+    import onnxruntime as ort
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for _ in range(15):
+        feeds = {"M": np.array(rng.integers(1, 12), np.int64),
+                 "x": rng.standard_normal((2, 8)).astype(np.float32)}
+        np.testing.assert_allclose(m.run(feeds)["y"], session.run(None, feeds)[0], rtol=1e-4, atol=1e-5)
+    m.close()
+
+
+def test_static_mode_refuses_loop_scan_outputs_clearly():
+    from aircc.errors import CompileOptionError
+
+    case = next(c for c in NODE_CASES if c.name == "test_loop11")
+    with pytest.raises(CompileOptionError, match="Loop.*scan outputs.*--mode dynamic"):
+        compile_model(case.model, CompileOptions(mode="static"))
+    assert aircc.compile(case.model).report["mode"] == "dynamic"    # auto picks what works
+
+
+def test_static_scan_on_several_streams_is_race_free(device):
+    """The slices a Scan body reads are written on the home stream before the body
+    streams are released; a wrong order shows up as wrong sums within a few runs."""
+    from schedule_check import unordered_dependencies
+
+    case = next(c for c in NODE_CASES if c.name == "test_scan9_multi_state")
+    om = aircc.compile(case.model, mode="static").om
+    assert om.sections["tasks"]["streams"] > 1
+    assert unordered_dependencies(om.sections["tasks"]) == []
+    m = aircc.load(om, device=device)
+    inputs, outputs = case.data_sets[0]
+    feeds = {vi.name: np.asarray(x) for vi, x in zip(case.model.graph.input, inputs)}
+    for _ in range(60):
+        for g, e in zip(m.run(feeds).values(), outputs):
+            np.testing.assert_allclose(g, np.asarray(e), rtol=1e-6)
+    m.close()

@@ -17,7 +17,9 @@ Dim = Union[int, str]
 
 #: Ops with side effects: dead-code elimination never removes them, even
 #: though they produce no value anybody reads.
-SIDE_EFFECT_OPS = frozenset({"EventRecord", "EventWait", "MemcpyH2D", "MemcpyD2H"})
+SIDE_EFFECT_OPS = frozenset({"EventRecord", "EventWait", "MemcpyH2D", "MemcpyD2H",
+                             "Label", "Goto", "StreamSwitch", "LoopUpdate", "BranchOut",
+                             "ScanSlice", "ScanUpdate"})
 
 
 @dataclass(frozen=True)

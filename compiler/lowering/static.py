@@ -44,6 +44,11 @@ def lower_static(graph: Graph, plan: MemoryPlan) -> tuple[dict, dict[str, np.nda
         if node.op in ("EventRecord", "EventWait"):
             kind = "event_record" if node.op == "EventRecord" else "event_wait"
             task = {"kind": kind, "event": node.attrs["event"]}
+        elif node.op in ("Label", "Goto"):
+            task = {"kind": node.op.lower(), "label": node.attrs["label"]}
+        elif node.op == "StreamSwitch":
+            task = {"kind": "switch", "label": node.attrs["label"],
+                    "cond": _operand(graph, node.inputs[0], plan, weights)}
         elif node.op == "MemcpyH2D":
             task = {"kind": "memcpy_h2d", "binding": node.attrs["binding"],
                     "dst": _operand(graph, node.outputs[0], plan, weights)}

@@ -11,7 +11,8 @@ from aircc.executor.kernels.registry import lookup
 from ..ir.graph import Graph
 
 #: Ops that are not kernels: data movement and synchronisation tasks.
-RUNTIME_OPS = frozenset({"MemcpyH2D", "MemcpyD2H", "EventRecord", "EventWait"})
+RUNTIME_OPS = frozenset({"MemcpyH2D", "MemcpyD2H", "EventRecord", "EventWait",
+                         "Label", "Goto", "StreamSwitch"})
 
 
 def compute_tiling(graph: Graph) -> Graph:

@@ -75,7 +75,22 @@ def collect_buffers(graph: Graph) -> list[Buffer]:
         ws = node.meta.get("workspace", 0)
         if ws:
             buffers[f"{node.name}#workspace"] = Buffer(f"{node.name}#workspace", ws, k, [k])
+    _extend_over_spans(graph, buffers)
     return list(buffers.values())
+
+
+def _extend_over_spans(graph: Graph, buffers: dict[str, Buffer]) -> None:
+    """A value from before a control-flow construct (or its loop state, made by the
+    construct's first task) that the construct reads is read again on every
+    iteration: it stays live until the construct ends."""
+    index = {n.name: k for k, n in enumerate(graph.nodes)}
+    for first, last in graph.meta.get("spans", []):
+        start, end = index[first], index[last]
+        for node in graph.nodes[start:end + 1]:
+            for i in node.inputs:
+                b = buffers.get(i)
+                if b is not None and b.writer <= start:
+                    b.readers.append(end)
 
 
 def _by_busiest_task(buffers: list[Buffer]) -> list[Buffer]:

@@ -4,8 +4,9 @@ Data-flow analysis over the DAG (networkx): walking a topological order, a
 node continues the stream of a predecessor that is still that stream's last
 node (so chains stay on one stream and need no events); a node that cannot
 continue a chain opens a new stream while fewer than ``max_streams`` exist,
-and otherwise joins the stream with the least work so far.  Nodes without
-predecessors (host-to-device copies) go on stream 0.  Stream ids are dense
+and otherwise joins the stream with the least work so far.  Host-to-device
+copies go on stream 0; other nodes without predecessors (the entry points
+of a body's parallel branches) are treated like new branches.  Stream ids are dense
 from 0 and recorded in ``node.meta["stream"]``.
 """
 from __future__ import annotations
@@ -25,8 +26,11 @@ def dataflow_dag(graph: Graph) -> nx.DiGraph:
     dag.add_nodes_from(range(len(graph.nodes)))
     producer = {o: k for k, n in enumerate(graph.nodes) for o in n.outputs if o}
     for k, n in enumerate(graph.nodes):
-        for i in n.inputs:
-            if i in producer:
+        reads = set(i for i in n.inputs if i)
+        for r in n.regions:   # a body reads values of the enclosing graph too
+            reads |= {i for b in r.walk() for i in b.inputs if i} | set(r.outputs)
+        for i in reads:
+            if i in producer and producer[i] != k:
                 dag.add_edge(producer[i], k)
     return dag
 
@@ -54,7 +58,7 @@ def assign_streams(graph: Graph, max_streams: int | None = None) -> Graph:
     for k in range(len(graph.nodes)):  # graph.nodes is a topological order
         preds = sorted(dag.predecessors(k))
         chains = [p for p in preds if tail[stream_of[p]] == p]
-        if not preds:
+        if not preds and (not tail or graph.nodes[k].op == "MemcpyH2D"):
             s = 0 if tail else None
         elif chains:
             s = stream_of[max(chains, key=lambda p: load[stream_of[p]])]

@@ -29,8 +29,9 @@ def parse_bytes(text: str) -> int:
     return int(text)
 
 
-#: A device task: called by a stream worker with the run it belongs to.
-Task = Callable[["Run"], None]
+#: A device task: called by a stream worker with the run it belongs to; a control
+#: task returns the index of the next task to run (None: the next one in the list).
+Task = Callable[["Run"], "int | None"]
 
 
 @dataclass(eq=False)
@@ -44,7 +45,23 @@ class Run:
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     cancelled: bool = False
+    base: list[int] = field(default_factory=list)
+    """Each event's generation when the run started."""
+    records: list[int] = field(default_factory=list)
+    """Records of each event so far in this run (a loop records once per iteration)."""
+    waits: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, event: Event, e: int) -> None:
+        """The n-th record of event e in this run marks generation base + n."""
+        self.records[e] += 1
+        event.record(self.base[e] + self.records[e])
+
+    def wait(self, event: Event, e: int) -> None:
+        """The n-th wait on event e in this run waits for the n-th record."""
+        self.waits[e] += 1
+        if not event.wait(self.base[e] + self.waits[e], lambda: self.cancelled):
+            raise Cancelled()
 
     def fail(self, error: BaseException, events: list[Event]) -> None:
         with self._lock:
@@ -116,7 +133,9 @@ class VirtualDevice:
         with self._lock:
             self.stats["host_submissions"] += 1
             program.generation += 1
-            run = Run(program.generation, feeds, results, pending=len(program.lists))
+            run = Run(program.generation, feeds, results, pending=len(program.lists),
+                      base=[e.generation for e in program.events],
+                      records=[0] * len(program.events), waits=[0] * len(program.events))
         self._control.submit(lambda: self._dispatch(program, run))
         if not run.done.wait(timeout):
             run.fail(StreamSyncTimeoutError(f"model execution did not finish within {timeout} s"),
@@ -134,12 +153,18 @@ class VirtualDevice:
             stream.submit(lambda tasks=tasks: self._walk(tasks, run, program.events))
 
     def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event]) -> None:
+        """A stream worker walks its task list; control tasks return the index to jump to."""
+        pc, n, ran = 0, len(tasks), 0
+        desc: dict = {}
         try:
-            for fn, desc in tasks:
+            while pc < n:
                 if run.cancelled:
                     break
-                fn(run)
-            self.stats["tasks_run"] += len(tasks)
+                fn, desc = tasks[pc]
+                jump = fn(run)
+                pc = pc + 1 if jump is None else jump
+                ran += 1
+            self.stats["tasks_run"] += ran
         except Cancelled:
             pass
         except AirccError as e:

@@ -71,8 +71,7 @@ class StaticModel:
         self.programs = {}
         for plan in self.plans:
             tiling = plan["tiling"]["entries"]
-            lists = [[(self._bind(t, tiling), t) for t in stream_tasks]
-                     for stream_tasks in plan["tasks"]["lists"]]
+            lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan["tasks"]["lists"]]
             self.programs[plan["batch"]] = (plan, DeviceProgram(self.streams[:len(lists)],
                                                                 self.events, lists))
         self.program = self.programs[self.plans[-1]["batch"]][1]
@@ -95,7 +94,11 @@ class StaticModel:
         return self.device.memory.view(self.bases[operand["mem"]] + operand["offset"],
                                        operand["dtype"], operand["shape"])
 
-    def _bind(self, task: dict, tiling: list[dict]):
+    def _bind_list(self, tasks: list[dict], tiling: list[dict]) -> list:
+        labels = {t["label"]: k for k, t in enumerate(tasks) if t["kind"] == "label"}
+        return [(self._bind(t, tiling, labels), t) for t in tasks]
+
+    def _bind(self, task: dict, tiling: list[dict], labels: dict[int, int]):
         kind = task["kind"]
         if kind == "kernel":
             spec = lookup(task["op"], task["version"], task["domain"], task["node"])
@@ -116,15 +119,21 @@ class StaticModel:
             src, b = self._view(task["src"]), task["binding"]
             return lambda run: np.copyto(run.results[b], src)
         if kind == "event_record":
-            ev = self.events[task["event"]]
-            return lambda run: ev.record(run.generation)
+            e = task["event"]
+            ev = self.events[e]
+            return lambda run: run.record(ev, e)
         if kind == "event_wait":
-            ev = self.events[task["event"]]
-
-            def wait(run: Run, ev: Event = ev):
-                if not ev.wait(run.generation, lambda: run.cancelled):
-                    raise Cancelled()
-            return wait
+            e = task["event"]
+            ev = self.events[e]
+            return lambda run: run.wait(ev, e)
+        if kind == "label":
+            return lambda run: None
+        if kind == "goto":
+            target = labels[task["label"]]
+            return lambda run: target
+        if kind == "switch":   # stream switch: fall through when true, else jump
+            cond, target = self._view(task["cond"]), labels[task["label"]]
+            return lambda run: None if cond.reshape(-1)[0] else target
         raise ModelFormatError(f"unknown task kind '{kind}'")
 
     # ---------------------------------------------------------------- run
