@@ -229,3 +229,33 @@ def test_static_scan_on_several_streams_is_race_free(device):
         for g, e in zip(m.run(feeds).values(), outputs):
             np.testing.assert_allclose(g, np.asarray(e), rtol=1e-6)
     m.close()
+
+
+def test_passes_and_printer_work_inside_bodies():
+    from aircc.compiler.ir.printer import print_graph
+
+    then_g = helper.make_graph(
+        [helper.make_node("Constant", [], ["k"], value=helper.make_tensor("v", TensorProto.FLOAT, [], [3.0])),
+         helper.make_node("Mul", ["k", "k"], ["k2"]),                 # folds to 9 inside the body
+         helper.make_node("Tanh", ["x"], ["unused"]),                 # dead inside the body
+         helper.make_node("Mul", ["x", "k2"], ["t"])], "then_branch", [], [tensor("t", [2, 3])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else_branch", [],
+                               [tensor("e", [2, 3])])
+    m = model([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+               helper.make_node("Greater", ["s", "zero"], ["c"]),
+               helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+              [tensor("x", [2, 3])], [tensor("y", [2, 3])],
+              [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    g = optimize(m, CompileOptions())
+    verify(g)
+    then_body = next(r for r in g.nodes[-1].regions if r.meta["attribute"] == "then_branch")
+    assert [n.op for n in then_body.nodes] == ["Mul"]
+    assert float(then_body.constants["k2"]) == 9.0
+    text = print_graph(g)
+    assert "graph @then_branch() -> (%t) {" in text and "graph @else_branch() -> (%e) {" in text
+    assert text.index("If(") < text.index("graph @then_branch")
+    dev = aircc.load(aircc.compile(m, mode="static").om)
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(dev.run({"x": x})["y"], 9 * x)
+    np.testing.assert_array_equal(dev.run({"x": -x})["y"], -x)
+    dev.close()
