@@ -49,6 +49,13 @@ class ShapeInferenceError(AirccError):
     code = 145002
 
 
+class UnsupportedVariantError(ShapeInferenceError):
+    """A native kernel does not cover this use of its op (an attribute value, an
+    optional output); the op's fallback kernel may."""
+
+    code = 145007
+
+
 class VerificationError(AirccError):
     """The IR broke one of its invariants (SSA, types, ordering)."""
 

@@ -142,7 +142,10 @@ def _model(c: _Check, p: Any) -> None:
             td = c.dict(t, w)
             c.str(td, "name", w)
             c.str(td, "dtype", w)
-            for j, dim in enumerate(c.list(c.get(td, "shape", w), f"{w}.shape")):
+            shape = c.get(td, "shape", w)
+            if shape is None:
+                continue      # rank known only at run time (dynamic models)
+            for j, dim in enumerate(c.list(shape, f"{w}.shape")):
                 if not (_is_int(dim) or isinstance(dim, str)):
                     c.fail(f"{w}.shape[{j}]", f"must be an int or a str, got {_desc(dim)}")
 

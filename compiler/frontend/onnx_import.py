@@ -19,7 +19,10 @@ from aircc.errors import ModelImportError
 
 from ..ir.graph import Dim, Graph, Node, TensorType
 
-MIN_OPSET = 7
+MIN_OPSET = 1
+
+#: Deprecated ops and the op with the same semantics that replaced them: (op, since).
+RENAMED_OPS = {"Scatter": ("ScatterElements", 11)}
 
 
 def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
@@ -156,10 +159,14 @@ class _Importer:
                     value.meta["attribute"] = a.name
                 attrs[a.name] = value
             domain = "" if proto.domain in ("", "ai.onnx") else proto.domain
-            node = Node(op=proto.op_type, inputs=list(proto.input), outputs=list(proto.output),
+            op_type, version = proto.op_type, self.opsets.get(domain, 0)
+            if not domain and op_type in RENAMED_OPS:
+                op_type, since = RENAMED_OPS[op_type]
+                version = max(version, since)
+            node = Node(op=op_type, inputs=list(proto.input), outputs=list(proto.output),
                         attrs={k: v for k, v in attrs.items() if not isinstance(v, Graph)},
                         name=self.node_name(proto, index), domain=domain,
-                        version=self.opsets.get(domain, 0), regions=regions)
+                        version=version, regions=regions)
             g.nodes.append(node)
         g.outputs = [o.name for o in gp.output]
         return g

@@ -82,7 +82,8 @@ class _Lowering:
             self.nodes.append({"op": n.op, "domain": n.domain, "version": n.version,
                                "name": n.name, "inputs": list(n.inputs),
                                "outputs": list(n.outputs), "attrs": n.attrs,
-                               "placement": n.meta.get("placement", "device"), "stream": stream})
+                               "placement": n.meta.get("placement", "device"), "stream": stream,
+                               "impl": n.meta.get("impl", "native")})
             kernels.extend(self._kernels(n, idx, stream))
             if frees_after.get(k):
                 kernels.append({"kind": "free", "values": frees_after[k]})

@@ -59,7 +59,7 @@ def lower_static(graph: Graph, plan: MemoryPlan) -> tuple[dict, dict[str, np.nda
             ws = node.meta.get("workspace", 0)
             tiling_entries.append(node.meta.get("tiling", {}))
             task = {"kind": "kernel", "op": node.op, "domain": node.domain,
-                    "version": node.version, "node": node.name,
+                    "version": node.version, "node": node.name, "impl": node.meta.get("impl", "native"),
                     "inputs": [_operand(graph, i, plan, weights) for i in node.inputs],
                     "outputs": [_operand(graph, o, plan, weights) for o in node.outputs],
                     "attrs": node.attrs, "tiling": len(tiling_entries) - 1,

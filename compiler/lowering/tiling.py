@@ -6,7 +6,7 @@ for to ``node.meta["workspace"]``, which the memory planner then places.
 """
 from __future__ import annotations
 
-from aircc.executor.kernels.registry import lookup
+from aircc.executor.kernels.registry import node_spec
 
 from ..ir.graph import Graph
 
@@ -19,7 +19,7 @@ def compute_tiling(graph: Graph) -> Graph:
     for node in graph.nodes:
         if node.op in RUNTIME_OPS:
             continue
-        spec = lookup(node.op, node.version, node.domain, node.name)
+        spec = node_spec(node)
         if spec.kernel is None:
             from aircc.errors import UnsupportedOpError
             raise UnsupportedOpError(node.op, node.domain, node.version, node.name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.errors import AirccError
-from aircc.executor.kernels.registry import lookup
+from aircc.executor.kernels.registry import node_spec
 
 from ..ir.graph import Graph, Node, TensorType
 from .infer_shapes import infer_node
@@ -37,7 +37,7 @@ def _static_shape_value(graph: Graph, node: Node) -> np.ndarray | None:
 
 def evaluate(graph: Graph, node: Node, out_types: list[TensorType]) -> list[np.ndarray]:
     """Run a node's kernel on its constant inputs, in host memory."""
-    spec = lookup(node.op, node.version, node.domain, node.name)
+    spec = node_spec(node)
     ins = [graph.constants[i] if i else None for i in node.inputs]
     outs = [np.empty(t.shape, dtype=t.dtype) for t in out_types]
     tiling = spec.tiling([graph.types.get(i) if i else None for i in node.inputs], node.attrs) \
@@ -52,7 +52,7 @@ def _foldable(graph: Graph, node: Node) -> list[TensorType] | None:
     """The output types if the node can be folded, else None."""
     if node.regions or node.has_side_effects:
         return None
-    spec = lookup(node.op, node.version, node.domain, node.name)
+    spec = node_spec(node)
     if not spec.foldable or spec.kernel is None:
         return None
     if not all(i == "" or i in graph.constants for i in node.inputs):

@@ -5,8 +5,8 @@ constant, its value (Reshape's shape, ConstantOfShape's shape, ...).
 """
 from __future__ import annotations
 
-from aircc.errors import ShapeInferenceError
-from aircc.executor.kernels.registry import InferContext, lookup
+from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
+from aircc.executor.kernels.registry import InferContext, node_spec
 
 from ..ir.graph import Graph, Node, TensorType
 from .control_flow import INFER as CONTROL_FLOW
@@ -15,7 +15,20 @@ from .control_flow import INFER as CONTROL_FLOW
 def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = None) -> list[TensorType]:
     """Output types of one node from the types (and constant values) of its inputs."""
     types = graph.types if types is None else types
-    spec = lookup(node.op, node.version, node.domain, node.name)
+    try:
+        return _infer_with(node_spec(node), graph, node, types)
+    except UnsupportedVariantError:
+        if node.meta.get("impl") == "fallback":
+            raise
+        node.meta["impl"] = "fallback"       # the native kernel does not cover this use
+        try:
+            return _infer_with(node_spec(node), graph, node, types)
+        except UnsupportedOpError:
+            node.meta.pop("impl")
+            raise
+
+
+def _infer_with(spec, graph: Graph, node: Node, types: dict) -> list[TensorType]:
     ctx = InferContext(types=[types.get(i) if i else None for i in node.inputs],
                        attrs=node.attrs,
                        values=[graph.constants.get(i) if i else None for i in node.inputs],

@@ -14,7 +14,7 @@ on the host by InferShape and need no copy.
 """
 from __future__ import annotations
 
-from aircc.executor.kernels.registry import lookup
+from aircc.executor.kernels.registry import node_spec
 
 from ..ir.graph import Graph, Node
 
@@ -95,7 +95,7 @@ def _copy_host_data_to_device(graph: Graph, host_values: set[str]) -> None:
     order: list[Node] = []
     for node in graph.nodes:
         if node.meta["placement"] == "device" and node.op not in ("MemcpyH2D", "MemcpyD2H"):
-            spec = lookup(node.op, node.version, node.domain, node.name)
+            spec = node_spec(node)
             for k, i in enumerate(node.inputs):
                 if i in host_values and k not in spec.value_inputs:
                     if i not in copies:

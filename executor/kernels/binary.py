@@ -53,10 +53,10 @@ def _pow(a, b, y) -> None:
 
 def _mod(a, b, y, attrs) -> None:
     with np.errstate(divide="ignore", invalid="ignore"):
-        if int(attrs.get("fmod", 0)) or y.dtype.kind == "f":
-            np.fmod(a, b, out=y)
+        if int(attrs.get("fmod", 0)):
+            np.fmod(a, b, out=y)   # sign of the dividend, like C
         else:
-            np.mod(a, b, out=y)  # sign of the divisor, like Python
+            np.mod(a, b, out=y)    # sign of the divisor, like Python (floats too)
 
 
 def _prelu(x, slope, y) -> None:

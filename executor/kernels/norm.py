@@ -25,7 +25,7 @@ class BatchNormalization:
         if len(xs) < 2:
             ctx.fail(f"X must have rank >= 2, got {xs}")
         if int(ctx.attrs.get("training_mode", 0)) or ctx.num_outputs > 1:
-            ctx.fail("training mode (running mean/var outputs) is not supported")
+            ctx.unsupported("training mode (running mean/var outputs) is not supported")
         for i in range(1, 5):
             ctx.input_shape(i)
         return [TensorType(xt.dtype, xs)]
@@ -105,7 +105,7 @@ class LayerNormalization:
         ctx.input_type(1)
         stash_type = int(ctx.attrs.get("stash_type", 1))
         if stash_type != 1:
-            ctx.fail(f"stash_type {stash_type} is not supported (only 1, float32)")
+            ctx.unsupported(f"stash_type {stash_type} is not supported (only 1, float32)")
         stash = "float32"  # type of Mean / InvStdDev
         red = tuple(xs[:axis]) + (1,) * (len(xs) - axis)
         outs = [TensorType(xt.dtype, xs)]

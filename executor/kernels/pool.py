@@ -125,7 +125,7 @@ class MaxPool:
     @staticmethod
     def infer(ctx: InferContext) -> list[TensorType]:
         if ctx.num_outputs > 1:
-            ctx.fail("the optional Indices output of MaxPool is not supported")
+            ctx.unsupported("the optional Indices output of MaxPool is not supported")
         if int(ctx.attrs.get("storage_order", 0)) not in (0, 1):
             ctx.fail("storage_order must be 0 or 1")
         return _infer_pool(ctx)

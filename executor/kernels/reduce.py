@@ -58,7 +58,20 @@ def _axes(x: np.ndarray, axes) -> Optional[tuple]:
     return None if axes is None else tuple(axis_plain(a, x.ndim) for a in axes)
 
 
+def _identity(x: np.ndarray, largest: bool):
+    """The identity of max (largest=False) or min over x's dtype: what an empty reduction gives."""
+    if x.dtype == np.bool_:
+        return bool(largest)
+    if x.dtype.kind == "f":
+        return np.inf if largest else -np.inf
+    info = np.iinfo(x.dtype)
+    return info.max if largest else info.min
+
+
 def _lse(x, axes, keep, y):
+    if x.size == 0:
+        y[...] = -np.inf
+        return
     m = np.max(x, axis=axes, keepdims=True)
     np.copyto(m, 0, where=~np.isfinite(m))
     s = np.sum(np.exp(x - m), axis=axes, keepdims=True)
@@ -71,8 +84,10 @@ def _lse(x, axes, keep, y):
 REDUCERS: dict[str, Callable] = {
     "ReduceSum": lambda x, a, k, y: np.sum(x, axis=a, keepdims=k, out=y),
     "ReduceMean": lambda x, a, k, y: np.mean(x, axis=a, keepdims=k, out=y),
-    "ReduceMax": lambda x, a, k, y: np.max(x, axis=a, keepdims=k, out=y),
-    "ReduceMin": lambda x, a, k, y: np.min(x, axis=a, keepdims=k, out=y),
+    "ReduceMax": lambda x, a, k, y: np.max(x, axis=a, keepdims=k, out=y,
+                                           initial=_identity(x, False)),
+    "ReduceMin": lambda x, a, k, y: np.min(x, axis=a, keepdims=k, out=y,
+                                           initial=_identity(x, True)),
     "ReduceProd": lambda x, a, k, y: np.prod(x, axis=a, keepdims=k, out=y),
     "ReduceL1": lambda x, a, k, y: np.sum(np.abs(x), axis=a, keepdims=k, out=y),
     "ReduceL2": lambda x, a, k, y: np.sqrt(np.sum(np.square(x), axis=a, keepdims=k, out=y),

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.errors import ShapeInferenceError, UnsupportedOpError
+from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
 
 
 @dataclass
@@ -67,6 +67,10 @@ class InferContext:
 
     def fail(self, message: str):
         raise ShapeInferenceError(f"node '{self.node}' ({self.op}): {message}")
+
+    def unsupported(self, message: str):
+        """The native kernel does not cover this case (the fallback kernel may)."""
+        raise UnsupportedVariantError(f"node '{self.node}' ({self.op}): {message}")
 
 
 Kernel = Callable[[list, list, dict, dict, Optional[np.ndarray]], None]
@@ -115,12 +119,23 @@ def op(name: str, since: int = 1, domain: str = "", value_inputs: tuple[int, ...
     return register
 
 
-def lookup(name: str, version: int | None = None, domain: str = "", node: str = "") -> OpSpec:
-    """The entry for ``name`` that applies at opset ``version`` (newest ``since`` <= version)."""
+def lookup(name: str, version: int | None = None, domain: str = "", node: str = "",
+           impl: str | None = None) -> OpSpec:
+    """The entry for ``name`` that applies at opset ``version`` (newest ``since`` <= version).
+
+    ``impl="fallback"`` asks for the fallback kernel (the onnx reference
+    implementation run in device memory); an op with no native kernel gets it too.
+    """
     _load_all()
     if domain == "ai.onnx":
         domain = ""
     versions = _REGISTRY.get((domain, name))
+    if impl == "fallback" or not versions:
+        from .fallback import fallback_spec
+
+        spec = fallback_spec(name, version, domain)
+        if spec is not None:
+            return spec
     if not versions:
         raise UnsupportedOpError(name, domain, version, node, known=supported_ops())
     if version is None or version <= 0:
@@ -136,13 +151,20 @@ def lookup(name: str, version: int | None = None, domain: str = "", node: str = 
 
 
 def supported_ops() -> list[str]:
+    """Ops with a native kernel (fallback kernels: :func:`fallback_ops`)."""
     _load_all()
     return sorted({name for (_, name) in _REGISTRY})
 
 
 def all_specs() -> list[OpSpec]:
+    """Every native entry."""
     _load_all()
     return [s for versions in _REGISTRY.values() for s in versions]
+
+
+def node_spec(node) -> OpSpec:
+    """The entry an IR node runs with (its ``meta["impl"]`` may ask for the fallback)."""
+    return lookup(node.op, node.version, node.domain, node.name, node.meta.get("impl"))
 
 
 _loaded = False
@@ -160,5 +182,5 @@ def _load_all() -> None:
     import aircc.executor.kernels as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in ("registry",) and not info.name.startswith("_"):
+        if info.name not in ("registry", "fallback") and not info.name.startswith("_"):
             importlib.import_module(f"{pkg.__name__}.{info.name}")

@@ -129,7 +129,7 @@ def _resize_out_shape(ctx, xs, scales, sizes, axes) -> tuple:
             ctx.fail(f"sizes {sizes} do not match axes {axes}")
         policy = ctx.attrs.get("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
-            ctx.fail(f"keep_aspect_ratio_policy={policy} is not supported")
+            ctx.unsupported(f"keep_aspect_ratio_policy={policy} is not supported")
         for a, s in zip(axes, sizes):
             out[a] = int(s)
     elif scales is not None:
@@ -198,12 +198,15 @@ class _ResizeBase:
         xs = ctx.input_shape(0)
         mode = ctx.attrs.get("mode", "nearest")
         if mode not in ("nearest", "linear"):
-            ctx.fail(f"mode {mode!r} is not supported (nearest and linear are)")
+            ctx.unsupported(f"mode {mode!r} is not supported (nearest and linear are)")
         ctm = ctx.attrs.get("coordinate_transformation_mode", "half_pixel")
         if ctm == "tf_crop_and_resize":
-            ctx.fail("coordinate_transformation_mode tf_crop_and_resize is not supported")
+            ctx.unsupported("coordinate_transformation_mode tf_crop_and_resize is not supported")
         if int(ctx.attrs.get("antialias", 0)):
-            ctx.fail("antialias is not supported")
+            ctx.unsupported("antialias is not supported")
+        policy = ctx.attrs.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            ctx.unsupported(f"keep_aspect_ratio_policy={policy} is not supported")
         if cls.V10:
             v = ctx.value(1)
             if v is None:
@@ -311,6 +314,8 @@ class SpaceToDepth:
     def infer(ctx: InferContext) -> list[TensorType]:
         xs = ctx.input_shape(0)
         bs = int(ctx.attrs["blocksize"])
+        if ctx.attrs.get("mode", "DCR") != "DCR":
+            ctx.unsupported(f"mode {ctx.attrs['mode']!r} is not supported (DCR is)")
         if len(xs) != 4:
             ctx.fail(f"input must be 4-D, got {xs}")
         n, c, h, w = xs

@@ -51,7 +51,8 @@ class DynamicModel:
         self.kernels = eg["kernels"]
         self.core_number = globals()["runtime_core_number"](runtime_core_number)
         self.specs = [None if n["op"] in ("MemcpyH2D", "MemcpyD2H")
-                      else lookup(n["op"], n["version"], n["domain"], n["name"]) for n in self.nodes]
+                      else lookup(n["op"], n["version"], n["domain"], n["name"], n.get("impl"))
+                      for n in self.nodes]
         self.caches = [TilingCache() for _ in self.nodes]
         self.value_inputs = [set(s.value_inputs) if s else set() for s in self.specs]
         self.host_values = dict(om.weights)            # constants, readable on the host

@@ -101,7 +101,7 @@ class StaticModel:
     def _bind(self, task: dict, tiling: list[dict], labels: dict[int, int]):
         kind = task["kind"]
         if kind == "kernel":
-            spec = lookup(task["op"], task["version"], task["domain"], task["node"])
+            spec = lookup(task["op"], task["version"], task["domain"], task["node"], task.get("impl"))
             kernel, attrs = spec.kernel, task["attrs"]
             ins = [self._view(o) for o in task["inputs"]]
             outs = [self._view(o) for o in task["outputs"]]

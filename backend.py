@@ -1,0 +1,99 @@
+"""aircc as an ONNX backend (``onnx.backend.base.Backend``).
+
+Every model goes the real way: compiled to the AIR IR, optimised, scheduled
+on streams with events, memory planned, serialised to .om bytes, read back by
+the strict reader and run on the virtual device.  The onnx package's own
+``onnx.backend.test`` runner works against it::
+
+    import onnx.backend.test
+    import aircc.backend
+    onnx.backend.test.BackendTest(aircc.backend, __name__).include("test_relu_cpu").test_cases
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep, Device, DeviceType
+
+from .compiler.driver import CompileOptions, compile_model
+from .executor.device.device import VirtualDevice, default_device
+from .formats import dump_om, load_om
+
+
+def as_array(value) -> np.ndarray:
+    """A feed as a numpy array (TensorProto feeds are converted)."""
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    return np.asarray(value)
+
+
+class AirccBackendRep(BackendRep):
+    """A model prepared by aircc: loaded onto a virtual device, run by input order."""
+
+    def __init__(self, model, inputs: list[str]):
+        self.model = model
+        self.input_names = inputs
+
+    def run(self, inputs: Any, **kwargs) -> tuple[np.ndarray, ...]:
+        if isinstance(inputs, dict):
+            feeds = dict(inputs)
+        else:
+            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            feeds = {name: as_array(v) for name, v in zip(self.input_names, values)}
+        outputs = self.model.run(feeds)
+        return tuple(outputs.values())
+
+
+class AirccBackend(Backend):
+    """Compile with aircc, run on its virtual device."""
+
+    device: VirtualDevice | None = None
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """The virtual device is hosted by the CPU: ``CPU`` is the one device name served."""
+        return Device(device).type == DeviceType.CPU
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> AirccBackendRep:
+        super().prepare(model, device, **kwargs)
+        options = CompileOptions(streams=kwargs.get("streams"), mode=kwargs.get("mode", "auto"))
+        compiled = compile_model(model, options)
+        om = load_om(dump_om(compiled.om))          # the real bytes, read back strictly
+        from .executor.runtime.loader import load_model
+
+        loaded = load_model(om, cls.device or default_device())
+        inits = {i.name for i in model.graph.initializer}
+        names = [i.name for i in model.graph.input if i.name not in inits]
+        return AirccBackendRep(loaded, names)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",
+                  **kwargs: Any) -> tuple[np.ndarray, ...]:
+        rep = cls.prepare(model, device, **kwargs)
+        try:
+            return rep.run(inputs)
+        finally:
+            rep.model.close()
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Sequence[np.ndarray], device: str = "CPU",
+                 outputs_info: Sequence[tuple] | None = None, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run one node: it is wrapped into a one-node model with typed inputs."""
+        super().run_node(node, inputs, device=device, outputs_info=outputs_info)
+        in_vis = [onnx.helper.make_tensor_value_info(
+            name, onnx.helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype), np.asarray(x).shape)
+            for name, x in zip(node.input, inputs) if name]
+        out_vis = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        graph = onnx.helper.make_graph([node], "run_node", in_vis, out_vis)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        return cls.run_model(model, [x for name, x in zip(node.input, inputs) if name], device)
+
+
+prepare = AirccBackend.prepare
+run_model = AirccBackend.run_model
+run_node = AirccBackend.run_node
+supports_device = AirccBackend.supports_device
