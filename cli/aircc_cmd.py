@@ -102,16 +102,23 @@ def inspect(model, as_json):
 
 @main.command()
 def ops():
-    """List every supported op with its version and kernel kind."""
+    """List every supported op with its opset range and kernel kind (native or fallback).
+
+    Fallback kernels are the onnx reference implementations, run in the device path."""
+    from aircc.executor.kernels.fallback import fallback_ops
     from aircc.executor.kernels.registry import all_specs
 
-    specs = sorted(all_specs(), key=lambda s: (s.domain, s.name, s.since))
-    later = {}
-    for s in specs:
-        later.setdefault((s.domain, s.name), []).append(s.since)
-    for s in specs:
-        versions = later[(s.domain, s.name)]
-        nxt = [v for v in versions if v > s.since]
-        rng = f"{s.since}-{nxt[0] - 1}" if nxt else f"{s.since}+"
-        click.echo(f"{(s.domain or 'ai.onnx'):<10} {s.name:<24} opset {rng:<8} "
-                   f"{'native' if s.native else 'fallback'}")
+    rows = [(s.domain, s.name, s.since, "native") for s in all_specs()]
+    first_native = {}
+    for domain, name, since, _ in rows:
+        first_native[(domain, name)] = min(since, first_native.get((domain, name), since))
+    rows += [("", name, since, "fallback") for name, since in fallback_ops()
+             if since < first_native.get(("", name), 10**9)]
+    rows.sort()
+    starts: dict = {}
+    for domain, name, since, _ in rows:
+        starts.setdefault((domain, name), []).append(since)
+    for domain, name, since, kind in rows:
+        later = [v for v in starts[(domain, name)] if v > since]
+        span = f"{since}-{later[0] - 1}" if later else f"{since}+"
+        click.echo(f"{(domain or 'ai.onnx'):<10} {name:<28} opset {span:<8} {kind}")

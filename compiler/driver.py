@@ -13,7 +13,7 @@ from aircc.errors import CompileOptionError
 from aircc.formats import OmFile
 
 from .frontend.onnx_import import import_onnx
-from .ir.graph import Dim, Graph
+from .ir.graph import Dim, Graph, is_host_only
 from .ir.printer import print_graph
 from .ir.verifier import verify
 from .lowering.control import expand_control_flow, static_control_flow_problem
@@ -71,7 +71,8 @@ def choose_mode(graph: Graph, requested: str) -> str:
         raise CompileOptionError(f"--mode must be one of {', '.join(MODES)}, got {requested!r}")
     if requested != "auto":
         return requested
-    every_value = all(t is not None and t.is_static for g in _regions(graph) for t in g.types.values())
+    every_value = all(t is not None and t.is_static and not is_host_only(t.dtype)
+                      for g in _regions(graph) for t in g.types.values())
     if every_value and static_control_flow_problem(graph) is None:
         return "static"
     return "dynamic"

@@ -36,3 +36,19 @@ import sys  # noqa: E402
 
 if SAMPLES not in sys.path:
     sys.path.insert(0, SAMPLES)   # the sample builders (bert_encoder, build_samples)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the ONNX conformance pass count (and every failure with its op and reason)."""
+    try:
+        from conformance import SUMMARY
+    except ImportError:
+        return
+    if not SUMMARY:
+        return
+    tr = terminalreporter
+    tr.section("ONNX backend conformance (plain-tensor node cases)")
+    tr.write_line(f"passed {SUMMARY['passed']} of {SUMMARY['total']} "
+                  f"({100 * SUMMARY['passed'] / SUMMARY['total']:.1f}%)")
+    for name, ops, reason in SUMMARY["failures"]:
+        tr.write_line(f"  FAIL {name} [{', '.join(ops)}]: {reason}")

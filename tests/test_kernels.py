@@ -989,6 +989,30 @@ def test_every_spec_is_documented_and_complete():
         assert spec.infer is not None and spec.kernel is not None, spec.name
 
 
+@pytest.mark.parametrize("op_type, fn, opset", [
+    (op, fn, opset) for op, fn in (("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
+                                   ("Div", np.divide), ("Pow", np.power))
+    for opset in ((1,) if op == "Pow" else (1, 6))])     # Pow has no opset-6 version
+def test_legacy_broadcast_aligns_b_at_axis(op_type, fn, opset):
+    """Before opset 7, B broadcasts to A only with broadcast=1, aligned from ``axis``."""
+    rng = np.random.default_rng(0)
+    a = rng.random((2, 3, 4, 5)).astype(np.float32) + 0.5
+    b = rng.random((3, 4)).astype(np.float32) + 0.5
+    _, outs = run_ours(op_type, [a, b], {"broadcast": 1, "axis": 1}, opset=opset)
+    np.testing.assert_allclose(outs[0], fn(a, b.reshape(1, 3, 4, 1)), rtol=1e-6)
+    _, outs = run_ours(op_type, [a, b[0, :1].reshape(1)], {"broadcast": 1}, opset=opset)
+    np.testing.assert_allclose(outs[0], fn(a, b[0, 0]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [1, 6])
+def test_legacy_prelu_has_one_slope_per_channel(opset):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    slope = np.array([0.1, 0.2, 0.3], np.float32)
+    _, outs = run_ours("PRelu", [x, slope], {}, opset=opset)
+    np.testing.assert_allclose(outs[0], np.where(x >= 0, x, x * slope.reshape(3, 1)), rtol=1e-6)
+
+
 def test_every_spec_was_exercised(request):
     """Runs last: every registered (op, version) went through at least one kernel test."""
     if request.config.option.keyword or request.config.option.markexpr:

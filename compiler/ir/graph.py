@@ -22,6 +22,11 @@ SIDE_EFFECT_OPS = frozenset({"EventRecord", "EventWait", "MemcpyH2D", "MemcpyD2H
                              "ScanSlice", "ScanUpdate"})
 
 
+def is_host_only(dtype: str) -> bool:
+    """Strings (numpy ``object``) and sequences (``sequence:<elem>``) live on the host only."""
+    return dtype == "object" or dtype.startswith("sequence:")
+
+
 @dataclass(frozen=True)
 class TensorType:
     """The static type of a value."""

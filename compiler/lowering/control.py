@@ -64,6 +64,7 @@ class _Expander:
     # ------------------------------------------------------------ helpers
     def node(self, op: str, inputs, outputs, stream: int, name: str, **attrs) -> Node:
         return Node(op, list(inputs), list(outputs), attrs, name=name, version=1,
+                    domain="" if op in ("Label", "Goto", "StreamSwitch") else "aircc",
                     meta={"stream": stream})
 
     def label(self) -> int:

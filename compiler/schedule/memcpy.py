@@ -7,7 +7,7 @@ a kernel touches lives in device memory.
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, Node, is_host_only
 
 
 def device_name(graph: Graph, name: str) -> str:
@@ -17,6 +17,8 @@ def device_name(graph: Graph, name: str) -> str:
 def insert_memcpy(graph: Graph) -> Graph:
     head: list[Node] = []
     for i, name in enumerate(graph.inputs):
+        if is_host_only(graph.types[name].dtype):
+            continue            # strings and sequences stay on the host
         dev = device_name(graph, name)
         graph.types[dev] = graph.types[name]
         for n in graph.walk():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from aircc.executor.kernels.registry import node_spec
 
-from ..ir.graph import Graph, Node
+from ..ir.graph import Graph, Node, is_host_only
 
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
 HOST_CAPABLE_OPS = frozenset({
@@ -39,15 +39,21 @@ def _small(graph: Graph, value: str) -> bool:
                                   or t.dtype == "bool")
 
 
+def _touches_host_only(graph: Graph, node: Node) -> bool:
+    values = [v for v in [*node.inputs, *node.outputs] if v]
+    return any(is_host_only(graph.types[v].dtype) for v in values if graph.types.get(v) is not None)
+
+
 def place_host_ops(graph: Graph, host_values: set[str] | None = None) -> Graph:
     """Mark host ops with ``meta["placement"] = "host"``, others ``"device"``.
 
     ``host_values``: values already on the host (from an enclosing scope)."""
     host_values = set(host_values or ())
+    host_values.update(i for i in graph.inputs if is_host_only(graph.types[i].dtype))
     for node in graph.nodes:
         on_host = False
-        if node.op in SHAPE_ONLY_OPS:
-            on_host = True
+        if node.op in SHAPE_ONLY_OPS or _touches_host_only(graph, node):
+            on_host = True      # strings and sequences: run by the host, D2H for device inputs
         elif node.op in HOST_CAPABLE_OPS and not node.regions:
             reads = [i for i in node.inputs if i]
             on_host = (all(i in host_values or i in graph.constants for i in reads)

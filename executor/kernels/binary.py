@@ -148,3 +148,36 @@ class Where:
         out = outs[0]
         np.copyto(out, y)
         np.copyto(out, x, where=cond)
+
+
+# ----------------------------------------------------- legacy broadcasting (opset < 7)
+def _legacy_b(a: np.ndarray, b: np.ndarray, attrs: dict) -> np.ndarray:
+    """B as opset-1/6 broadcasting sees it: unchanged, or aligned to A from ``axis``."""
+    if not int(attrs.get("broadcast", 0)) or "axis" not in attrs or b.ndim == a.ndim:
+        return b
+    axis = int(attrs["axis"]) % max(a.ndim, 1)
+    return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
+
+
+def _register_legacy(name: str, since: int, fn) -> None:
+    def infer(ctx: InferContext) -> list[TensorType]:
+        a, b = ctx.input_type(0), ctx.input_type(1)
+        if not int(ctx.attrs.get("broadcast", 0)) and a.shape != b.shape and name != "PRelu":
+            ctx.fail(f"shapes {a.shape} and {b.shape} differ and broadcast is not set")
+        return [TensorType(a.dtype, a.shape)]     # B broadcasts to A's shape
+
+    def kernel(ins, outs, attrs, tiling, ws):
+        a, b = ins[0], ins[1]
+        if name == "PRelu" and b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[1] > 1:
+            b = b.reshape((-1,) + (1,) * (a.ndim - 2))      # old PRelu: one slope per channel
+        fn(a, _legacy_b(a, b, attrs), outs[0], attrs)
+
+    cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "kernel": staticmethod(kernel),
+                                      "__doc__": f"{name} with opset-{since} broadcasting."})
+    op(name, since=since)(cls)
+
+
+_LEGACY_FNS = {entry[0]: entry[2] for entry in BINARY}
+for _name, _since in (("Add", 1), ("Sub", 1), ("Mul", 1), ("Div", 1), ("Pow", 1), ("PRelu", 1),
+                      ("Add", 6), ("Sub", 6), ("Mul", 6), ("Div", 6), ("PRelu", 6)):
+    _register_legacy(_name, _since, _LEGACY_FNS[_name])

@@ -26,7 +26,7 @@ def _no_infer(ctx):
 
 def _control(name: str):
     def register(cls):
-        cls = op(name, since=1, foldable=False)(cls)
+        cls = op(name, since=1, domain="aircc", foldable=False)(cls)
         cls.spec.extra["control_flow"] = True    # tested through tests/test_control_flow.py
         return cls
     return register

@@ -37,15 +37,27 @@ def make_node(op: str, attrs: dict, n_in: int, n_out: int, domain: str = "") -> 
     return node
 
 
+def _elem(dtype: str) -> int:
+    return onnx.TensorProto.STRING if dtype == "object" else helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
 def _tensor_type(t: TensorType | None) -> onnx.TypeProto | None:
     if t is None:
         return None
-    elem = helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype))
+    if t.dtype.startswith("sequence:"):
+        return helper.make_sequence_type_proto(helper.make_tensor_type_proto(_elem(t.dtype[9:]), None))
+    elem = _elem(t.dtype)
     shape = None if t.shape is None else [d if isinstance(d, int) else str(d) for d in t.shape]
     return helper.make_tensor_type_proto(elem, shape)
 
 
+def _dtype(elem_type: int) -> str:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+
+
 def _from_type_proto(tp: onnx.TypeProto, ctx: InferContext, k: int) -> TensorType:
+    if tp.HasField("sequence_type"):
+        return TensorType(f"sequence:{_dtype(tp.sequence_type.elem_type.tensor_type.elem_type)}", None)
     tt = tp.tensor_type
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
     if not tt.HasField("shape"):
@@ -53,6 +65,14 @@ def _from_type_proto(tp: onnx.TypeProto, ctx: InferContext, k: int) -> TensorTyp
     dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or ctx.sym(f"{k}_{j}"))
             for j, d in enumerate(tt.shape.dim)]
     return TensorType(dtype, tuple(dims))
+
+
+def _value_info(name: str, x) -> onnx.ValueInfoProto:
+    if isinstance(x, list):
+        elem = _elem(np.asarray(x[0]).dtype.name) if x else onnx.TensorProto.FLOAT
+        return helper.make_value_info(name, helper.make_sequence_type_proto(
+            helper.make_tensor_type_proto(elem, None)))
+    return helper.make_tensor_value_info(name, _elem(x.dtype.name), [None] * x.ndim)
 
 
 class _Evaluators:
@@ -63,7 +83,8 @@ class _Evaluators:
         self._cache: dict[tuple, tuple[dict, object]] = {}
 
     def get(self, op: str, domain: str, version: int, attrs: dict, ins: list, n_out: int):
-        key = (id(attrs), tuple(None if x is None else (x.dtype.str, x.ndim) for x in ins))
+        key = (id(attrs), tuple(None if x is None else ("seq", len(x)) if isinstance(x, list)
+                                else (x.dtype.str, x.ndim) for x in ins))
         hit = self._cache.get(key)
         if hit is not None and hit[0] is attrs:
             return hit[1]
@@ -71,9 +92,7 @@ class _Evaluators:
 
         node = make_node(op, attrs, len(ins), n_out, domain)
         node.input[:] = [f"i{k}" if x is not None else "" for k, x in enumerate(ins)]
-        inputs = [helper.make_tensor_value_info(f"i{k}", helper.np_dtype_to_tensor_dtype(x.dtype),
-                                                [None] * x.ndim)
-                  for k, x in enumerate(ins) if x is not None]
+        inputs = [_value_info(f"i{k}", x) for k, x in enumerate(ins) if x is not None]
         outputs = [helper.make_empty_tensor_value_info(f"o{k}") for k in range(n_out)]
         graph = helper.make_graph([node], "fallback", inputs, outputs)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, version)])
@@ -110,8 +129,7 @@ def fallback_spec(name: str, version: int | None, domain: str = "") -> OpSpec | 
 
     def infer(ctx: InferContext) -> list[TensorType]:
         if all(v is not None for v, t in zip(ctx.values, ctx.types) if t is not None):
-            outs = _run(ctx.values, ctx.attrs, ctx.num_outputs)
-            return [TensorType.of(np.asarray(o)) for o in outs]
+            return [value_type(o) for o in _run(ctx.values, ctx.attrs, ctx.num_outputs)]
         node = make_node(name, ctx.attrs, len(ctx.types), ctx.num_outputs, domain)
         node.input[:] = [f"i{k}" if t is not None else "" for k, t in enumerate(ctx.types)]
         types = {f"i{k}": _tensor_type(t) for k, t in enumerate(ctx.types) if t is not None}
@@ -127,10 +145,12 @@ def fallback_spec(name: str, version: int | None, domain: str = "") -> OpSpec | 
                 else TensorType("float32", None) for k in range(ctx.num_outputs)]
 
     def _run(ins, attrs, n_out):
-        args = [None if x is None else np.asarray(x) for x in ins]
+        args = [None if x is None or isinstance(x, list) else np.asarray(x) for x in ins]
+        args = [x if a is None else a for x, a in zip(ins, args)]
         ev = _EVALUATORS.get(name, domain, opset, attrs, args, n_out)
         feeds = {f"i{k}": x for k, x in enumerate(args) if x is not None}
-        return ev.run(None, feeds)
+        return [o.astype(object) if isinstance(o, np.ndarray) and o.dtype.kind in "US" else o
+                for o in ev.run(None, feeds)]      # ONNX strings are numpy object arrays
 
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         results = _run(ins, attrs, len(outs))
@@ -143,9 +163,19 @@ def fallback_spec(name: str, version: int | None, domain: str = "") -> OpSpec | 
                                  f"planned {list(dst.shape)}")
             np.copyto(dst, r, casting="unsafe")
 
-    return OpSpec(name=name, since=schema.since_version, domain=domain, infer=infer, kernel=kernel,
+    spec = OpSpec(name=name, since=schema.since_version, domain=domain, infer=infer, kernel=kernel,
                   tiling=None, value_inputs=tuple(range(len(schema.inputs) + 8)), foldable=True,
                   native=False)
+    spec.extra["run"] = _run        # host ops run it directly (sequences have no buffers)
+    return spec
+
+
+def value_type(value) -> TensorType:
+    """The type of a run-time value: an array, or a sequence (list) of arrays."""
+    if isinstance(value, list):
+        elem = np.asarray(value[0]).dtype.name if value else "float32"
+        return TensorType(f"sequence:{elem}", None)
+    return TensorType.of(np.asarray(value))
 
 
 def fallback_ops() -> list[tuple[str, int]]:

@@ -125,6 +125,14 @@ class RunState:
         ctx = self._context(k, True)
         if node["op"] in ("Shape", "Size"):
             ctx.values[0] = shape_only(self.types[node["inputs"][0]])
+        if not spec.native:     # a fallback op on the host: run it as is (sequences, strings)
+            from aircc.executor.kernels.fallback import value_type
+
+            for name, value in zip(node["outputs"], spec.extra["run"](ctx.values, node["attrs"],
+                                                                       len(node["outputs"]))):
+                if name:
+                    self.types[name], self.host[name] = value_type(value), value
+            return
         out_types = spec.infer(ctx)
         outs = [np.empty(t.shape, t.dtype) for t in out_types]
         tiling = spec.tiling(ctx.types, node["attrs"]) if spec.tiling else {}

@@ -1,0 +1,82 @@
+"""Running ONNX backend test cases through aircc.backend, with a reason for each failure."""
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+import aircc.backend as backend
+
+#: Element types outside the plain-tensor suite.
+EXCLUDED_TYPES = {TensorProto.STRING, TensorProto.BFLOAT16} | {
+    getattr(TensorProto, n) for n in dir(TensorProto)
+    if n.startswith(("FLOAT8", "INT4", "UINT4", "FLOAT4", "INT2", "UINT2"))}
+
+#: Filled by the suite test, printed at the end of the run by conftest.
+SUMMARY: dict = {}
+
+
+def is_plain(model: onnx.ModelProto) -> bool:
+    """Tensor inputs and outputs only, default domain, no excluded element types."""
+    g = model.graph
+    for v in [*g.input, *g.output]:
+        if not v.type.HasField("tensor_type") or v.type.tensor_type.elem_type in EXCLUDED_TYPES:
+            return False
+    return all(n.domain in ("", "ai.onnx") for n in g.node)
+
+
+def node_cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [c for c in collect_testcases("") if is_plain(c.model)]
+
+
+def data_folder_cases(kind: str):
+    from onnx.backend.test.loader import load_model_tests
+
+    return load_model_tests(kind=kind)
+
+
+def _load_pb(pattern: str) -> list[np.ndarray]:
+    files = sorted(glob.glob(pattern), key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+    return [numpy_helper.to_array(onnx.load_tensor(f)) for f in files]
+
+
+def folder_data_sets(model_dir: str):
+    for ds in sorted(glob.glob(os.path.join(model_dir, "test_data_set_*"))):
+        yield _load_pb(os.path.join(ds, "input_*.pb")), _load_pb(os.path.join(ds, "output_*.pb"))
+
+
+def compare(got, expected, rtol: float, atol: float) -> None:
+    if len(got) != len(expected):
+        raise AssertionError(f"{len(got)} outputs, expected {len(expected)}")
+    for k, (g, e) in enumerate(zip(got, expected)):
+        e = backend.as_array(e)
+        if g.shape != e.shape or g.dtype != e.dtype:
+            raise AssertionError(f"output {k} is {g.dtype}{list(g.shape)}, expected {e.dtype}{list(e.shape)}")
+        if e.dtype == object or e.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, e, err_msg=f"output {k}")
+        else:
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"output {k}")
+
+
+def run_case(model: onnx.ModelProto, data_sets, rtol: float = 1e-3, atol: float = 1e-7) -> None:
+    """Prepare through the backend and check every data set; raises on the first problem."""
+    rep = backend.prepare(model)
+    try:
+        for inputs, outputs in data_sets:
+            compare(rep.run([backend.as_array(x) for x in inputs]), outputs, rtol, atol)
+    finally:
+        rep.model.close()
+
+
+def failure_reason(error: BaseException) -> str:
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first[:200]}"
