@@ -66,8 +66,11 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
 @click.option("--pad-to-gear", is_flag=True, help="Gear models: pad a batch up to the next gear.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run this many times (statistics cover every run).")
+@click.option("--benchmark", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Time N runs after 3 warm-up runs: latency median/mean/p90/min, throughput, "
+                   "host time per inference.")
 def main(model, input_specs, random_seed, output, device_memory, quiet, show_stats, runtime_cores,
-         pad_to_gear, repeat):
+         pad_to_gear, repeat, benchmark):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     try:
         import aircc
@@ -84,6 +87,8 @@ def main(model, input_specs, random_seed, output, device_memory, quiet, show_sta
             feeds = read_inputs(input_specs, m.inputs)
         else:
             raise click.UsageError("give --input FILE.npy (or --random SEED)")
+        if benchmark:
+            click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
         t0 = time.perf_counter()
         for _ in range(repeat):
             outputs = m.run(feeds)
@@ -103,6 +108,28 @@ def main(model, input_specs, random_seed, output, device_memory, quiet, show_sta
                f"host submissions {stats['host_submissions']}", err=True)
     if show_stats:
         click.echo(format_stats(m.run_stats()))
+
+
+def time_runs(model, feeds: dict, n: int, warmup: int = 3) -> dict:
+    """Latencies of ``n`` runs after ``warmup`` runs (like trtexec or iree-benchmark-module)."""
+    for _ in range(warmup):
+        model.run(feeds)
+    lat, host = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        model.run(feeds)
+        lat.append(time.perf_counter() - t)
+        host.append(model.last_host_seconds)
+    lat.sort()
+    return {"runs": n, "median_ms": 1e3 * lat[n // 2], "mean_ms": 1e3 * sum(lat) / n,
+            "p90_ms": 1e3 * lat[min(n - 1, int(0.9 * n))], "min_ms": 1e3 * lat[0],
+            "throughput_per_s": n / sum(lat), "host_us_median": 1e6 * sorted(host)[n // 2]}
+
+
+def format_benchmark(b: dict) -> str:
+    return (f"benchmark: {b['runs']} runs  median {b['median_ms']:.3f} ms  mean {b['mean_ms']:.3f} ms  "
+            f"p90 {b['p90_ms']:.3f} ms  min {b['min_ms']:.3f} ms  "
+            f"{b['throughput_per_s']:.1f} inferences/s  host {b['host_us_median']:.0f} us/inference")
 
 
 def format_stats(s: dict) -> str:

@@ -110,3 +110,14 @@ def test_dynamic_mode_stats_and_gears_from_the_command_line(tmp_path):
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(gears),
                                        "--dynamic-batch", "1,x"])
     assert r.exit_code != 0 and "batch sizes" in r.output
+
+
+def test_airrun_benchmark_reports_latency_statistics(tmp_path):
+    om, _ = _compile(tmp_path)
+    r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--quiet",
+                                    "--benchmark", "7"])
+    assert r.exit_code == 0, r.output
+    line = next(l for l in r.output.splitlines() if l.startswith("benchmark:"))
+    assert "7 runs" in line and "median" in line and "p90" in line and "inferences/s" in line
+    median = float(line.split("median ")[1].split(" ms")[0])
+    assert median > 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,23 +35,31 @@ def parse_bytes(text: str) -> int:
 Task = Callable[["Run"], "int | None"]
 
 
-@dataclass(eq=False)
 class Run:
     """One model execution in flight on the device."""
 
-    generation: int
-    feeds: list[Any]
-    results: list[Any]
-    pending: int
-    done: threading.Event = field(default_factory=threading.Event)
-    error: BaseException | None = None
-    cancelled: bool = False
-    base: list[int] = field(default_factory=list)
-    """Each event's generation when the run started."""
-    records: list[int] = field(default_factory=list)
-    """Records of each event so far in this run (a loop records once per iteration)."""
-    waits: list[int] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = ("generation", "feeds", "results", "pending", "done", "error", "cancelled",
+                 "base", "records", "waits", "_lock")
+
+    def __init__(self, generation: int, feeds: list, results: list, pending: int,
+                 base: list[int], n_events: int):
+        self.generation, self.feeds, self.results, self.pending = generation, feeds, results, pending
+        self.done = threading.Lock()      # held until the last stream finishes
+        self.done.acquire()
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.base = base
+        """Each event's generation when the run started."""
+        self.records = [0] * n_events
+        """Records of each event so far in this run (a loop records once per iteration)."""
+        self.waits = [0] * n_events
+        self._lock = threading.Lock()
+
+    def wait_done(self, timeout: float | None) -> bool:
+        if self.done.acquire(timeout=-1 if timeout is None else timeout):
+            self.done.release()
+            return True
+        return False
 
     def record(self, event: Event, e: int) -> None:
         """The n-th record of event e in this run marks generation base + n."""
@@ -76,7 +85,7 @@ class Run:
             self.pending -= 1
             last = self.pending == 0
         if last:
-            self.done.set()
+            self.done.release()
 
 
 class Cancelled(Exception):
@@ -130,17 +139,18 @@ class VirtualDevice:
                 timeout: float | None = None) -> None:
         """Run a static program: one host submission, the device does the rest."""
         self._check_open()
+        t0 = time.thread_time()
         with self._lock:
             self.stats["host_submissions"] += 1
             program.generation += 1
-            run = Run(program.generation, feeds, results, pending=len(program.lists),
-                      base=[e.generation for e in program.events],
-                      records=[0] * len(program.events), waits=[0] * len(program.events))
+            run = Run(program.generation, feeds, results, len(program.lists),
+                      [e.generation for e in program.events], len(program.events))
         self._control.submit(lambda: self._dispatch(program, run))
-        if not run.done.wait(timeout):
+        self.last_submit_seconds = time.thread_time() - t0   # host CPU spent submitting
+        if not run.wait_done(timeout):
             run.fail(StreamSyncTimeoutError(f"model execution did not finish within {timeout} s"),
                      program.events)
-            run.done.wait()
+            run.wait_done(None)
         self.stats["model_executions"] += 1
         if run.error is not None:
             raise run.error
@@ -148,7 +158,7 @@ class VirtualDevice:
     def _dispatch(self, program: DeviceProgram, run: Run) -> None:
         """Control processor: give each stream its task list for this run."""
         if not program.lists:
-            run.done.set()
+            run.done.release()
         for stream, tasks in zip(program.streams, program.lists):
             stream.submit(lambda tasks=tasks: self._walk(tasks, run, program.events))
 

@@ -50,7 +50,7 @@ class Stream:
     def __init__(self, stream_id: int, priority: int = 0, name: str = "device"):
         self.id = stream_id
         self.priority = priority
-        self._queue: "queue.Queue[Callable[[], None] | None]" = queue.Queue()
+        self._queue: "queue.SimpleQueue[Callable[[], None] | None]" = queue.SimpleQueue()
         self.tasks_run = 0
         self._worker = threading.Thread(target=self._drain, name=f"{name}-stream{stream_id}",
                                         daemon=True)

@@ -77,6 +77,7 @@ class DynamicModel:
             if kern["kind"] in ("launch", "memcpy_h2d"):
                 for v in self.nodes[kern["node"]]["outputs"]:
                     self.launch_position[v] = pos
+        self.last_host_seconds = 0.0
         self.stats = {"runs": 0, "host_seconds": 0.0, "host_op_seconds": {}, "host_op_counts": {},
                       "d2h_syncs": 0, "host_ops": eg.get("host_ops", 0)}
 
@@ -117,6 +118,7 @@ class DynamicModel:
             state.release()
         self.stats["runs"] += 1
         self.stats["host_seconds"] += state.host_seconds
+        self.last_host_seconds = state.host_seconds
         for op, secs in state.op_seconds.items():
             self.stats["host_op_seconds"][op] = self.stats["host_op_seconds"].get(op, 0.0) + secs
             self.stats["host_op_counts"][op] = self.stats["host_op_counts"].get(op, 0) + state.op_counts[op]

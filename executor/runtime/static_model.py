@@ -7,6 +7,8 @@ submission to the device, which walks the per-stream task lists itself.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from aircc.errors import DeviceOutOfMemoryError, ModelFormatError
@@ -76,6 +78,7 @@ class StaticModel:
                                                                 self.events, lists))
         self.program = self.programs[self.plans[-1]["batch"]][1]
         self.runs = self.submissions = 0
+        self.last_host_seconds = 0.0
 
     @property
     def gears(self) -> list[int]:
@@ -140,11 +143,14 @@ class StaticModel:
     def run(self, feeds: dict, output_names: list[str] | None = None,
             timeout: float | None = None) -> dict[str, np.ndarray]:
         """Run one inference: ``{input name: array}`` -> ``{output name: array}``."""
+        t0 = time.thread_time()
         plan, program, real_batch, feeds = self._pick(feeds)
         ordered = check_feeds(plan["inputs"], feeds)
         results = [np.empty(o["shape"], dtype=o["dtype"]) for o in plan["outputs"]]
         before = self.device.stats["host_submissions"]
+        t1 = time.thread_time()
         self.device.execute(program, ordered, results, timeout=timeout)
+        t2 = time.thread_time()
         self.submissions += self.device.stats["host_submissions"] - before
         self.runs += 1
         out = {}
@@ -152,7 +158,10 @@ class StaticModel:
             if real_batch is not None and o["shape"] and o["shape"][0] == "batch":
                 r = r[:real_batch]
             out[o["name"]] = r
-        return select_outputs(out, output_names)
+        selected = select_outputs(out, output_names)
+        # host time: preparing, submitting and collecting; not the wait for the device
+        self.last_host_seconds = (t1 - t0) + self.device.last_submit_seconds + (time.thread_time() - t2)
+        return selected
 
     def _pick(self, feeds: dict):
         """The plan and program for these feeds (a gear model picks by batch, padding if asked)."""

@@ -1,0 +1,246 @@
+"""aircc against onnxruntime on the same CPU, same process, interleaved.
+
+    python benchmarks/run.py                 # full suite -> benchmarks/results.json, results.md
+    python benchmarks/run.py --quick         # fewer rounds
+    python benchmarks/run.py --only resnet50 --rounds 20
+
+For every model: compile, load, warm up, then ``rounds`` rounds, each timing
+one aircc run and one onnxruntime run on the same inputs (alternating which
+goes first).  Reported: median latency of each, the ratio aircc / onnxruntime,
+peak device memory, host time per inference, compile time.  Also: compile
+time against graph size (synthetic graphs) and the load time of a .om with
+90 MB of weights.  Ratios are measured in one run because the machine is
+shared and noisy; medians, not means.  Host time per inference is the host
+thread's CPU time in the run call (not the wait for the device).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import aircc
+from aircc.compiler.driver import CompileOptions, compile_model
+from aircc.formats import load_om, save_om
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+sys.path.insert(0, os.path.join(ROOT, "samples"))
+
+
+def machine() -> dict:
+    info = {"python": platform.python_version(), "numpy": np.__version__,
+            "onnxruntime": ort.__version__, "cpus": os.cpu_count(), "platform": platform.platform()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        info["cpu"] = platform.processor()
+    return info
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 1
+    # interleaved in one process: onnxruntime's pool must not spin between runs and
+    # steal the cores from the other engine (it does by default)
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def suite(quick: bool) -> list[dict]:
+    from bert_encoder import build_bert_encoder, make_inputs
+
+    entries = []
+    for f in sorted(os.listdir(LIGHT)):
+        if f.endswith(".onnx"):
+            name = f[len("light_"):-len(".onnx")]
+            entries.append({"name": name, "model": onnx.load(os.path.join(LIGHT, f)),
+                            "options": CompileOptions(), "feeds": None})
+    entries.append({"name": "sample_mlp", "model": onnx.load(os.path.join(ROOT, "samples", "mlp.onnx")),
+                    "options": CompileOptions(input_shapes={"input": [4, 784]}), "feeds": None})
+    entries.append({"name": "sample_branches",
+                    "model": onnx.load(os.path.join(ROOT, "samples", "branches.onnx")),
+                    "options": CompileOptions(), "feeds": None})
+    bert = build_bert_encoder()
+    for b, s in ((1, 16), (4, 64), (8, 128)):
+        entries.append({"name": f"bert_dynamic_{b}x{s}", "model": bert, "options": CompileOptions(),
+                        "feeds": make_inputs(b, s), "shared": "bert"})
+    return entries
+
+
+def random_feeds(inputs: list[dict], seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
+
+
+def bench_model(entry: dict, rounds: int, warmup: int, cache: dict) -> dict:
+    key = entry.get("shared")
+    if key and key in cache:
+        compiled, compile_s, model, sess = cache[key]
+    else:
+        t = time.perf_counter()
+        compiled = compile_model(entry["model"], entry["options"])
+        compile_s = time.perf_counter() - t
+        model = aircc.load(compiled.om)
+        sess = _session(entry["model"])
+        if key:
+            cache[key] = (compiled, compile_s, model, sess)
+    feeds = entry["feeds"] or random_feeds(model.inputs)
+    for _ in range(warmup):
+        model.run(feeds)
+        sess.run(None, feeds)
+    ours, theirs, host = [], [], []
+    for r in range(rounds):
+        order = (0, 1) if r % 2 == 0 else (1, 0)
+        for who in order:
+            t = time.perf_counter()
+            if who == 0:
+                model.run(feeds)
+                ours.append(time.perf_counter() - t)
+                host.append(model.last_host_seconds)
+            else:
+                sess.run(None, feeds)
+                theirs.append(time.perf_counter() - t)
+    stats = model.run_stats()
+    if stats["mode"] == "static":
+        peak = stats["arena_bytes"] + stats["weights_bytes"]
+    else:
+        peak = stats["peak_allocated_bytes"] + sum(w.nbytes for w in compiled.om.weights.values())
+    result = {
+        "model": entry["name"], "mode": compiled.report["mode"],
+        "kernels": compiled.report["kernels"], "streams": compiled.report["streams"],
+        "aircc_ms": 1e3 * statistics.median(ours), "onnxruntime_ms": 1e3 * statistics.median(theirs),
+        "host_us_per_inference": 1e6 * statistics.median(host),
+        "peak_device_bytes": int(peak), "compile_s": compile_s,
+    }
+    result["ratio"] = result["aircc_ms"] / result["onnxruntime_ms"]
+    if not key:
+        model.close()
+    return result
+
+
+def synthetic_graph(n: int) -> onnx.ModelProto:
+    """n nodes: a chain of small blocks with a side branch every 10 nodes."""
+    from onnx import TensorProto, helper
+
+    nodes, x = [], "x"
+    k = 0
+    while len(nodes) < n:
+        nodes.append(helper.make_node("Relu", [x], [f"a{k}"]))
+        nodes.append(helper.make_node("Sigmoid", [x], [f"b{k}"]))
+        nodes.append(helper.make_node("Add", [f"a{k}", f"b{k}"], [f"c{k}"]))
+        nodes.append(helper.make_node("Tanh", [f"c{k}"], [f"d{k}"]))
+        x = f"d{k}"
+        k += 1
+    g = helper.make_graph(nodes[:n] if len(nodes) == n else nodes, "synthetic",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 64])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def compile_scaling(sizes) -> list[dict]:
+    out = []
+    for n in sizes:
+        m = synthetic_graph(n)
+        t = time.perf_counter()
+        compiled = compile_model(m, CompileOptions())
+        out.append({"nodes": len(m.graph.node), "compile_s": time.perf_counter() - t,
+                    "kernels": compiled.report["kernels"]})
+    return out
+
+
+def load_time(megabytes: int = 90) -> dict:
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = megabytes * (1 << 20) // 4
+    side = int(math.sqrt(n))
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((side, side)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "big",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, side])], [w])
+    compiled = compile_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                                               ir_version=8))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "big.om")
+        save_om(compiled.om, path)
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            m = aircc.load(path)
+            times.append(time.perf_counter() - t)
+            m.close()
+        size = os.path.getsize(path)
+    return {"weights_mb": round(w.ByteSize() / (1 << 20), 1), "file_bytes": size,
+            "load_s_median": statistics.median(times)}
+
+
+def markdown(results: dict) -> str:
+    lines = [f"Machine: {results['machine']['cpu']}, {results['machine']['cpus']} CPUs, "
+             f"Python {results['machine']['python']}, numpy {results['machine']['numpy']}, "
+             f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, medians.", "",
+             "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference | peak device MB | compile s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results["models"]:
+        lines.append(f"| {r['model']} | {r['mode']} | {r['aircc_ms']:.2f} | {r['onnxruntime_ms']:.2f} | "
+                     f"{r['ratio']:.2f} | {r['host_us_per_inference']:.0f} | "
+                     f"{r['peak_device_bytes'] / (1 << 20):.1f} | {r['compile_s']:.2f} |")
+    if results.get("light_geomean_ratio"):
+        lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
+    if results.get("compile_scaling"):
+        lines += ["", "| synthetic nodes | compile s |", "| ---: | ---: |"]
+        lines += [f"| {c['nodes']} | {c['compile_s']:.2f} |" for c in results["compile_scaling"]]
+    if results.get("load"):
+        ld = results["load"]
+        lines += ["", f"Loading a .om with {ld['weights_mb']} MB of weights: {1e3 * ld['load_s_median']:.0f} ms (median of 5)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="5 rounds, small scaling sizes")
+    ap.add_argument("--only", default=None, help="comma-separated model names")
+    ap.add_argument("--out", default=HERE, help="directory for results.json and results.md")
+    args = ap.parse_args(argv)
+    rounds = args.rounds or (5 if args.quick else 15)
+    entries = suite(args.quick)
+    if args.only:
+        wanted = set(args.only.split(","))
+        entries = [e for e in entries if e["name"] in wanted]
+    results = {"machine": machine(), "rounds": rounds, "models": []}
+    cache: dict = {}
+    for entry in entries:
+        r = bench_model(entry, rounds, args.warmup, cache)
+        results["models"].append(r)
+        print(f"{r['model']:<24} {r['mode']:<8} aircc {r['aircc_ms']:9.2f} ms  ort {r['onnxruntime_ms']:9.2f} ms  "
+              f"ratio {r['ratio']:5.2f}  host {r['host_us_per_inference']:8.0f} us", flush=True)
+    light = [r["ratio"] for r in results["models"] if not r["model"].startswith(("sample_", "bert_"))]
+    if light:
+        results["light_geomean_ratio"] = math.exp(sum(math.log(x) for x in light) / len(light))
+    if not args.only:
+        results["compile_scaling"] = compile_scaling([500, 2000] if args.quick else [1000, 5000, 20000])
+        results["load"] = load_time()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
