@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
             input_shapes: dict | None = None, mode: str = "auto",
-            dynamic_batch: list[int] | None = None):
+            dynamic_batch: list[int] | None = None, passes: list[str] | None = None):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     Returns the :class:`~aircc.compiler.driver.CompiledModel` (its ``om``,
@@ -28,7 +28,8 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
 
     compiled = compile_model(source, CompileOptions(streams=streams,
                                                     input_shapes=dict(input_shapes or {}),
-                                                    mode=mode, dynamic_batch=dynamic_batch))
+                                                    mode=mode, dynamic_batch=dynamic_batch,
+                                                    passes=passes))
     if output is not None:
         compiled.save(output)
     return compiled

@@ -13,7 +13,9 @@ from aircc.errors import PassError
 from ..ir.graph import Graph
 from ..ir.verifier import verify
 from .eliminate_dead_code import eliminate_dead_code
+from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
 from .remove_identity import remove_identity
 
@@ -22,10 +24,12 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold-constants": fold_constants,
     "remove-identity": remove_identity,
     "dce": eliminate_dead_code,
+    "fold-batchnorm": fold_batchnorm,
+    "fuse-epilogues": fuse_epilogues,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes"]
+                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> Callable[[Graph], Graph]:

@@ -15,7 +15,7 @@ Dim = Union[int, str]
 Shape = tuple
 
 #: Bytes the im2col / scratch block buffers aim to stay under.
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 2 << 20
 #: Alignment of the sections carved out of a workspace.
 WS_ALIGN = 64
 
@@ -324,3 +324,11 @@ def pad_into_phases(x: np.ndarray, ws: np.ndarray, offset: int, plan: dict, fill
     it = flat.itemsize
     return as_strided(flat, shape=(nph, npl, plane + slack),
                       strides=(npl * plane * it, plane * it, it), writeable=False)
+
+
+def epilogue(y: np.ndarray, extra: Optional[np.ndarray], attrs: dict) -> None:
+    """Fused work after a Conv/MatMul wrote ``y``: + ``extra`` (fused_add), then Relu."""
+    if attrs.get("fused_add"):
+        np.add(y, extra, out=y)
+    if attrs.get("fused_relu"):
+        np.maximum(y, 0, out=y)

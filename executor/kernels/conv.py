@@ -8,7 +8,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels._common import (
-    BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, is_int, pad_into_phases,
+    BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, epilogue, is_int, pad_into_phases,
     phase_bytes, phase_plan, prod, view, window_attrs, window_geometry, window_out_dims,
     workspace)
 from aircc.executor.kernels.registry import InferContext, op
@@ -131,6 +131,11 @@ class Conv:
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
+        Conv._run(ins, outs, attrs, tiling, ws)
+        epilogue(outs[0], ins[3] if len(ins) > 3 else None, attrs)
+
+    @staticmethod
+    def _run(ins, outs, attrs, tiling, ws) -> None:
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import broadcast_shapes, is_int
+from aircc.executor.kernels._common import broadcast_shapes, epilogue, is_int
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -35,6 +35,7 @@ class MatMul:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         np.matmul(ins[0], ins[1], out=outs[0])
+        epilogue(outs[0], ins[2] if len(ins) > 2 else None, attrs)
 
 
 @op("Gemm", since=1)

@@ -1,0 +1,78 @@
+"""Pass ``fuse-epilogues``: Conv/MatMul + Add + Relu in one kernel launch.
+
+A Conv or MatMul whose only reader is an Add (or a two-input Sum) takes the
+other operand as an extra input and adds it as it writes its output
+(``fused_add``): the residual of a ResNet block, the bias of a MatMul.  A Relu
+that then reads it alone becomes ``fused_relu``.  The reader nodes go away.
+"""
+from __future__ import annotations
+
+from ..ir.graph import Graph, Node
+
+FUSABLE = ("Conv", "MatMul")
+
+
+def _only_reader(graph: Graph, users: dict, value: str) -> Node | None:
+    readers = users.get(value, [])
+    if len(readers) != 1 or value in graph.outputs:
+        return None
+    return readers[0]
+
+
+def _add_operand(graph: Graph, node: Node, add: Node, value: str) -> str | None:
+    """The operand of ``add`` that is not ``value``, if adding it keeps ``value``'s shape."""
+    if add.op == "Sum" and len(add.inputs) != 2:
+        return None
+    if add.op not in ("Add", "Sum") or add.domain or add.inputs.count(value) != 1:
+        return None
+    other = add.inputs[1] if add.inputs[0] == value else add.inputs[0]
+    t_out, t_val, t_other = graph.types.get(add.outputs[0]), graph.types.get(value), graph.types.get(other)
+    if t_out is None or t_val is None or t_other is None or t_out != t_val:
+        return None            # the Add must not broadcast the result to a bigger shape
+    if t_other.dtype != t_val.dtype or t_other.shape is None:
+        return None
+    return other
+
+
+def fuse_epilogues(graph: Graph) -> Graph:
+    users = graph.consumers()
+    removed: set[str] = set()
+    moved: dict[str, Node] = {}    # an Add's name -> the node that now stands in its place
+    fused = 0
+    for node in graph.nodes:
+        if node.op not in FUSABLE or node.domain or node.name in removed \
+                or node.meta.get("impl") == "fallback":
+            continue
+        out = node.outputs[0]
+        add = _only_reader(graph, users, out)
+        other = _add_operand(graph, node, add, out) if add is not None else None
+        if other is not None:
+            slot = 3 if node.op == "Conv" else 2
+            node.inputs = node.inputs + [""] * (slot - len(node.inputs)) + [other]
+            node.attrs["fused_add"] = 1
+            graph.types.pop(out, None)
+            node.outputs = [add.outputs[0]]
+            removed.add(add.name)
+            moved[add.name] = node       # it reads the Add's other operand: run it there
+            users = graph.consumers()
+            fused += 1
+            out = node.outputs[0]
+        relu = _only_reader(graph, users, out)
+        if relu is not None and relu.op == "Relu" and not relu.domain and relu.name not in removed:
+            node.attrs["fused_relu"] = 1
+            graph.types.pop(out, None)
+            node.outputs = [relu.outputs[0]]
+            removed.add(relu.name)
+            users = graph.consumers()
+            fused += 1
+    placed = {n.name for n in moved.values()}
+    order = []
+    for n in graph.nodes:
+        if n.name in moved:
+            order.append(moved[n.name])
+        elif n.name not in removed and n.name not in placed:
+            order.append(n)
+    graph.nodes = order
+    stats = graph.meta.setdefault("stats", {})
+    stats["fused_epilogues"] = stats.get("fused_epilogues", 0) + fused
+    return graph

@@ -1,0 +1,94 @@
+"""Compile-time folding and fusion: fold-batchnorm, fuse-epilogues."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+import aircc
+from aircc.compiler.frontend.onnx_import import import_onnx
+from aircc.compiler.ir.verifier import verify
+from aircc.compiler.passes.fold_batchnorm import fold_batchnorm
+from aircc.compiler.passes.fuse_epilogues import fuse_epilogues
+from aircc.compiler.passes.pipeline import run_pipeline
+from graphs import const, model, run_ir, tensor
+
+BASE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce", "infer-shapes"]
+
+
+def _conv_block(extra_reader: bool = False):
+    rng = np.random.default_rng(0)
+    inits = [const("W", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+             const("B", rng.standard_normal(4).astype(np.float32)),
+             const("g", rng.random(4).astype(np.float32) + 0.5), const("be", rng.standard_normal(4).astype(np.float32)),
+             const("mu", rng.standard_normal(4).astype(np.float32)), const("var", rng.random(4).astype(np.float32) + 0.1),
+             const("W2", rng.standard_normal((4, 3, 1, 1)).astype(np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("BatchNormalization", ["c", "g", "be", "mu", "var"], ["bn"], name="bn"),
+             helper.make_node("Conv", ["x", "W2"], ["side"], name="side_conv"),
+             helper.make_node("Add", ["bn", "side"], ["sum"], name="add"),
+             helper.make_node("Relu", ["sum"], ["y"], name="relu")]
+    outputs = [tensor("y", [1, 4, 6, 6])]
+    if extra_reader:
+        outputs.append(tensor("bn", [1, 4, 6, 6]))
+    return model(nodes, [tensor("x", [1, 3, 6, 6])], outputs, inits)
+
+
+def test_fold_batchnorm_and_fuse_add_relu_keep_the_numbers():
+    g = run_pipeline(import_onnx(_conv_block()), BASE)
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    expected = run_ir(g, {"x": x})["y"]
+    fold_batchnorm(g)
+    verify(g)
+    assert [n.op for n in g.nodes] == ["Conv", "Conv", "Add", "Relu"]
+    fuse_epilogues(g)
+    verify(g)
+    ops = [(n.op, n.attrs.get("fused_add", 0), n.attrs.get("fused_relu", 0)) for n in g.nodes]
+    assert ops == [("Conv", 0, 0), ("Conv", 1, 1)]        # conv + BN + Add + Relu: one launch
+    assert g.nodes[-1].outputs == ["y"]
+    np.testing.assert_allclose(run_ir(g, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+    stats = g.meta["stats"]
+    assert stats["fused_conv_batchnorm"] == 1 and stats["fused_epilogues"] == 2
+
+
+def test_no_fusion_when_the_intermediate_is_read_elsewhere():
+    g = run_pipeline(import_onnx(_conv_block(extra_reader=True)), BASE)
+    fold_batchnorm(g)
+    fuse_epilogues(g)
+    verify(g)
+    conv = g.node("conv")
+    assert conv.outputs == ["bn"]                  # BN still folds: the conv now makes 'bn'
+    assert not conv.attrs.get("fused_add")         # but 'bn' is read elsewhere: no Add fused in
+    assert [n.op for n in g.nodes] == ["Conv", "Conv", "Add", "Relu"]
+
+
+def test_matmul_bias_fuses_but_a_broadcasting_add_does_not():
+    rng = np.random.default_rng(2)
+    m = model([helper.make_node("MatMul", ["x", "W"], ["h"]),
+               helper.make_node("Add", ["h", "b"], ["y"]),
+               helper.make_node("MatMul", ["x", "W"], ["h2"]),
+               helper.make_node("Add", ["h2", "big"], ["z"])],
+              [tensor("x", [2, 4])], [tensor("y", [2, 3]), tensor("z", [5, 2, 3])],
+              [const("W", rng.standard_normal((4, 3)).astype(np.float32)),
+               const("b", rng.standard_normal(3).astype(np.float32)),
+               const("big", rng.standard_normal((5, 2, 3)).astype(np.float32))])
+    g = run_pipeline(import_onnx(m), BASE)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    expected = run_ir(g, {"x": x})
+    fuse_epilogues(g)
+    verify(g)
+    assert [n.op for n in g.nodes] == ["MatMul", "MatMul", "Add"]
+    got = run_ir(g, {"x": x})
+    for k in expected:
+        np.testing.assert_allclose(got[k], expected[k], rtol=1e-6)
+
+
+def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
+    from conftest import light_path
+
+    r = aircc.compile(light_path("resnet50")).report
+    assert r["fused_conv_batchnorm"] == 53 and r["fused_epilogues"] > 40
+    assert r["kernels"] < 80                       # 176 before folding and fusion
+    m = _conv_block()
+    plain = aircc.compile(m, mode="dynamic", passes=BASE)
+    fused = aircc.compile(m, mode="dynamic")
+    assert fused.report["host_kernels"] < plain.report["host_kernels"]
