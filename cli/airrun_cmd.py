@@ -64,13 +64,16 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
               help="Dynamic models: 1 = sequential host, 3 = pipelined host "
                    "(default $AIR_RUNTIME_CORE_NUMBER or 3).")
 @click.option("--pad-to-gear", is_flag=True, help="Gear models: pad a batch up to the next gear.")
+@click.option("--no-replay", is_flag=True,
+              help="Dynamic models: run every inference through the host kernels (no replay of "
+                   "recorded launches for known input shapes).")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run this many times (statistics cover every run).")
 @click.option("--benchmark", type=click.IntRange(min=1), default=None, metavar="N",
               help="Time N runs after 3 warm-up runs: latency median/mean/p90/min, throughput, "
                    "host time per inference.")
 def main(model, input_specs, random_seed, output, device_memory, quiet, show_stats, runtime_cores,
-         pad_to_gear, repeat, benchmark):
+         pad_to_gear, no_replay, repeat, benchmark):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     try:
         import aircc
@@ -78,7 +81,7 @@ def main(model, input_specs, random_seed, output, device_memory, quiet, show_sta
 
         device = VirtualDevice(parse_bytes(device_memory)) if device_memory else None
         t0 = time.perf_counter()
-        m = aircc.load(model, device=device, pad_to_gear=pad_to_gear,
+        m = aircc.load(model, device=device, pad_to_gear=pad_to_gear, replay=not no_replay,
                        runtime_core_number=int(runtime_cores) if runtime_cores else None)
         load_s = time.perf_counter() - t0
         if random_seed is not None:
@@ -140,6 +143,7 @@ def format_stats(s: dict) -> str:
             f"tiling cache         {s['tiling_cache_hits']} hits, {s['tiling_cache_misses']} misses "
             f"({100 * s['tiling_cache_hit_rate']:.1f}% hit rate)",
             f"host-placed ops      {s['host_ops']}",
+            f"replays              {s['replays']} ({s['replay_shapes']} input shapes recorded)",
             f"host time per run    {1e3 * s['host_seconds_per_run']:.3f} ms",
             f"d2h syncs            {s['d2h_syncs']}",
             f"allocator peaks      {s['peak_allocated_bytes']} bytes allocated, "

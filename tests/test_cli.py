@@ -92,11 +92,16 @@ def test_dynamic_mode_stats_and_gears_from_the_command_line(tmp_path):
     assert r.exit_code == 0 and "dynamic mode" in r.output and "host kernels" in r.output
     for cores in ("1", "3"):
         r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--stats",
-                                        "--quiet", "--repeat", "4", "--runtime-cores", cores])
+                                        "--quiet", "--repeat", "4", "--runtime-cores", cores,
+                                        "--no-replay"])
         assert r.exit_code == 0, r.output
         assert f"runtime cores        {cores}" in r.output
         assert "tiling cache" in r.output and "hit rate" in r.output
         assert "allocator peaks" in r.output and "MatMul" in r.output
+        assert "replays              0" in r.output
+    r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--stats",
+                                    "--quiet", "--repeat", "4"])
+    assert r.exit_code == 0 and "replays              3 (1 input shapes recorded)" in r.output
     gears = tmp_path / "mlp_gears.om"
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(gears),
                                        "--dynamic-batch", "1,2,4,8"])

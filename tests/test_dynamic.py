@@ -88,7 +88,7 @@ def test_runtime_core_number_comes_from_the_environment(bert, device, monkeypatc
 
 def test_tiling_cache_hits_on_repeats_and_a_new_shape_misses_then_hits(bert, device):
     _, _, _, om = bert
-    m = aircc.load(om, device=device)
+    m = aircc.load(om, device=device, replay=False)      # every run goes through the host kernels
     try:
         feeds = make_inputs(2, 24)
         m.run(feeds)
@@ -215,3 +215,60 @@ def test_gear_options_are_checked():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2, 3])], [tensor("y", [2, 3])])
     with pytest.raises(CompileOptionError, match="symbolic"):
         compile_model(m, CompileOptions(dynamic_batch=[1, 2]))
+
+
+def test_replay_runs_a_known_shape_with_one_submission_and_the_same_outputs(bert, device):
+    _, session, _, om = bert
+    m = aircc.load(om, device=device)
+    plain = aircc.load(om, device=device, replay=False)
+    try:
+        for b, s in [(2, 9), (1, 16), (2, 9)]:
+            feeds = make_inputs(b, s, seed=b + s)
+            first = m.run(feeds)                               # host kernels, launches recorded
+            before = device.stats["host_submissions"]
+            again = m.run(feeds)                               # replayed
+            assert device.stats["host_submissions"] - before == 1
+            for k in first:
+                np.testing.assert_array_equal(again[k], first[k])
+                np.testing.assert_array_equal(again[k], plain.run(feeds)[k])
+            other = make_inputs(b, s, seed=99)                 # same shapes, new values
+            _compare(m.run(other), session.run(None, other))
+        stats = m.run_stats()
+        assert stats["replays"] >= 4 and stats["replay_shapes"] == 2
+        assert m.last_host_seconds < 0.01
+    finally:
+        m.close(), plain.close()
+
+
+def test_models_with_control_flow_do_not_replay(device):
+    from test_control_flow import _loop_if_model
+
+    m = aircc.load(aircc.compile(_loop_if_model(), mode="dynamic").om, device=device)
+    feeds = {"M": np.array(3, np.int64), "x": np.ones((2, 8), np.float32)}
+    m.run(feeds), m.run(feeds)
+    assert m.run_stats()["replays"] == 0          # the host must read the condition each run
+    m.close()
+
+
+def test_replay_memory_never_crosses_streams():
+    """The pool behind recorded launches reuses a block only on the stream that freed it."""
+    from aircc.executor.device.caching_allocator import CachingAllocator
+    from aircc.executor.device.memory import DeviceMemory
+    from aircc.executor.device.stream import Stream
+
+    a, b = Stream(0), Stream(1)
+    pool = CachingAllocator(DeviceMemory(16 << 20), same_stream_only=True)
+    x = pool.malloc(4096, a)
+    pool.free(x, [a])
+    z = pool.malloc(4096, a)
+    assert z.offset == x.offset           # same stream: reused at once
+    pool.free(z, [a])
+    a.synchronize()                       # the event has run: a normal pool would hand it to b
+    y = pool.malloc(4096, b)
+    assert not (y.offset < x.offset + x.size and x.offset < y.offset + y.size)
+    normal = CachingAllocator(DeviceMemory(16 << 20))
+    x2 = normal.malloc(4096, a)
+    normal.free(x2, [a])
+    a.synchronize()
+    assert normal.malloc(4096, b).offset == x2.offset     # the contrast: reused after the event
+    a.close(), b.close()

@@ -100,7 +100,8 @@ class CachingAllocator:
     """Caching, splitting, coalescing, stream-aware allocator of device blocks."""
 
     def __init__(self, memory: DeviceMemory, *, page_bytes: int = 2 << 20,
-                 small_limit: int = 1 << 20, sync_timeout: float | None = 30.0):
+                 small_limit: int = 1 << 20, sync_timeout: float | None = 30.0,
+                 same_stream_only: bool = False):
         if page_bytes <= 0 or page_bytes % BLOCK_ALIGN:
             raise DeviceError(f"page_bytes must be a positive multiple of {BLOCK_ALIGN}, got {page_bytes}")
         if not 0 < small_limit <= page_bytes:
@@ -109,6 +110,9 @@ class CachingAllocator:
         self.page_bytes = int(page_bytes)
         self.small_limit = _round_up(int(small_limit), BLOCK_ALIGN)
         self.sync_timeout = sync_timeout
+        self.same_stream_only = same_stream_only
+        """Never reuse a block across streams, even after its events ran (for recorded
+        launch sequences that are replayed later, when those events are not there)."""
         self._lock = threading.Lock()
         self._small, self._large = _Pool(), _Pool()
         self._segments: list[_Segment] = []
@@ -212,7 +216,8 @@ class CachingAllocator:
 
     def _ready(self, b: Block, stream: Stream) -> bool:
         """May ``stream`` take ``b`` now (every other stream's last use finished)?"""
-        _prune(b._pending)
+        if not self.same_stream_only:
+            _prune(b._pending)
         return all(s is stream for s in b._pending)
 
     def _find_or_grow(self, alloc: int, small: bool, stream: Stream, what: str) -> Block | None:

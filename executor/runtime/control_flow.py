@@ -59,8 +59,8 @@ def _set_host(state, name: str, value: np.ndarray) -> None:
 def _to_device(state, name: str, value: np.ndarray, stream) -> None:
     """Put a host array into a fresh device block named ``name``."""
     t = TensorType.of(value)
-    block = state.m.allocator.malloc(t.nbytes, stream, f"'{name}'")
-    view = state.m.allocator.view(block, t.dtype, t.shape)
+    block = state.pool.malloc(t.nbytes, stream, f"'{name}'")
+    view = state.pool.view(block, t.dtype, t.shape)
     np.copyto(view, value)
     state.blocks[name], state.views[name], state.types[name] = block, view, t
     state.host.pop(name, None)
@@ -84,7 +84,7 @@ def _release(state, name: str) -> None:
     block = state.blocks.pop(name, None)
     state.views.pop(name, None)
     if block is not None:
-        state.m.allocator.free(block, state.m.streams)
+        state.pool.free(block, state.m.streams)
 
 
 def _stream(state, kernel: dict):

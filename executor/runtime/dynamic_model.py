@@ -13,17 +13,34 @@ from __future__ import annotations
 
 import os
 import time
+from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.errors import AirccError, DeviceOutOfMemoryError, InputError, KernelError, ModelFormatError
 from aircc.executor.device.caching_allocator import CachingAllocator
-from aircc.executor.device.device import VirtualDevice
+from aircc.executor.device.device import DeviceProgram, VirtualDevice
 from aircc.executor.kernels.registry import InferContext, lookup
 from aircc.formats import OmFile
 
 from .feeds import check_feeds, select_outputs
+
+
+@dataclass
+class Replay:
+    """The launches of one run, kept as a device program for inputs of one shape."""
+
+    program: DeviceProgram
+    allocator: CachingAllocator
+    """Owns the memory the recorded launches use (reused only within one stream)."""
+    host_results: list
+    outputs: list
+
+
+#: Input shapes whose launches are kept for replay (least recently used dropped first).
+MAX_REPLAYS = 8
 from .host_pipeline import RunState, run_pipelined, run_sequential
 from .tiling_cache import TilingCache, tiling_key
 
@@ -41,7 +58,8 @@ def runtime_core_number(option: int | None) -> int:
 class DynamicModel:
     """A loaded dynamic model bound to one device."""
 
-    def __init__(self, om: OmFile, device: VirtualDevice, *, runtime_core_number: int | None = None):
+    def __init__(self, om: OmFile, device: VirtualDevice, *, runtime_core_number: int | None = None,
+                 replay: bool = True):
         self.om, self.device = om, device
         self.description = om.sections["model"]
         self.inputs, self.outputs = self.description["inputs"], self.description["outputs"]
@@ -72,13 +90,16 @@ class DynamicModel:
                     if v:
                         users.setdefault(v, set()).add(n["stream"])
         self.users = {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
+        self.replay = replay and not any(k["kind"] == "control" for k in self.kernels)
+        self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
         self.launch_position = {}
         for pos, kern in enumerate(self.kernels):
             if kern["kind"] in ("launch", "memcpy_h2d"):
                 for v in self.nodes[kern["node"]]["outputs"]:
                     self.launch_position[v] = pos
         self.last_host_seconds = 0.0
-        self.stats = {"runs": 0, "host_seconds": 0.0, "host_op_seconds": {}, "host_op_counts": {},
+        self.stats = {"runs": 0, "replays": 0, "host_seconds": 0.0, "host_op_seconds": {},
+                      "host_op_counts": {},
                       "d2h_syncs": 0, "host_ops": eg.get("host_ops", 0)}
 
     # ------------------------------------------------------------ load
@@ -99,8 +120,15 @@ class DynamicModel:
     def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
         ordered = check_feeds(self.inputs, feeds)
         bind_symbols(self.inputs, ordered)
+        key = tuple((a.shape, a.dtype.str) for a in ordered)
+        if key in self._replays:
+            return select_outputs(self._run_replay(key, ordered), output_names)
         self.generation += 1
-        state = RunState(self, self.generation)
+        for e, ev in enumerate(self.events):      # replays advanced the events on the device
+            self.event_counts[e] = max(self.event_counts[e], ev.generation)
+        capture = self.replay
+        private = CachingAllocator(self.device.memory, same_stream_only=True) if capture else None
+        state = RunState(self, self.generation, private, capture)
         for spec, arr in zip(self.inputs, ordered):
             state.host[spec["name"]] = arr
             state.types[spec["name"]] = TensorType.of(arr)
@@ -124,10 +152,48 @@ class DynamicModel:
             self.stats["host_op_counts"][op] = self.stats["host_op_counts"].get(op, 0) + state.op_counts[op]
         self.stats["d2h_syncs"] += state.d2h_syncs
         self.stats["last_run_seconds"] = time.perf_counter() - t0
+        if capture:
+            self._keep_replay(key, state, private)
         if state.error is not None:
             raise state.error
         out = {o: state.results[o] for o in self.exec_graph["outputs"]}
         return select_outputs(out, output_names)
+
+    # ------------------------------------------------------------ replay
+    def _keep_replay(self, key: tuple, state: RunState, allocator: CachingAllocator) -> None:
+        """Keep the launches of a run as a device program for its input shapes.
+
+        Valid because every host decision of the run (shapes, tiling, host ops, memory)
+        followed from the input shapes alone: no device value was read by the host."""
+        if state.error is not None or state.d2h_syncs:
+            allocator.release_cached()
+            return
+        lists: list[list] = [[] for _ in self.streams]
+        for stream, task, desc in state.capture:
+            lists[stream].append((task, desc))
+        program = DeviceProgram(self.streams, self.events, lists)
+        outs = [(o, state.types[o]) for o in self.exec_graph["outputs"]]
+        self._replays[key] = Replay(program, allocator, state.host_results, outs)
+        while len(self._replays) > MAX_REPLAYS:
+            _, old = self._replays.popitem(last=False)
+            old.allocator.release_cached()
+
+    def _run_replay(self, key: tuple, ordered: list[np.ndarray]) -> dict[str, np.ndarray]:
+        t0 = time.thread_time()
+        rep = self._replays[key]
+        self._replays.move_to_end(key)
+        results = [np.empty(t.shape, t.dtype) for _, t in rep.outputs]
+        for binding, value in rep.host_results:
+            results[binding] = value.copy()
+        t1 = time.thread_time()
+        self.device.execute(rep.program, ordered, results)
+        t2 = time.thread_time()
+        self.stats["runs"] += 1
+        self.stats["replays"] += 1
+        out = {name: r for (name, _), r in zip(rep.outputs, results)}
+        self.last_host_seconds = (t1 - t0) + self.device.last_submit_seconds + (time.thread_time() - t2)
+        self.stats["host_seconds"] += self.last_host_seconds
+        return out
 
     # ------------------------------------------------------------ statistics
     def run_stats(self) -> dict:
@@ -137,6 +203,7 @@ class DynamicModel:
         per_op = {op: round(1e6 * secs / self.stats["host_op_counts"][op], 2)
                   for op, secs in sorted(self.stats["host_op_seconds"].items())}
         alloc = self.allocator.stats()
+        pools = [r.allocator.stats() for r in self._replays.values()]
         return {
             "mode": "dynamic",
             "runs": self.stats["runs"],
@@ -145,15 +212,24 @@ class DynamicModel:
             "tiling_cache_misses": misses,
             "tiling_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
             "host_ops": self.stats["host_ops"],
+            "replays": self.stats["replays"],
+            "replay_shapes": len(self._replays),
             "host_seconds_per_run": self.stats["host_seconds"] / max(1, self.stats["runs"]),
             "host_us_per_op": per_op,
             "d2h_syncs": self.stats["d2h_syncs"],
-            "peak_allocated_bytes": alloc["peak_allocated_bytes"],
-            "peak_reserved_bytes": alloc["peak_reserved_bytes"],
+            # the shared pool, and the pools that recorded launches keep for their shapes
+            "peak_allocated_bytes": max([alloc["peak_allocated_bytes"]]
+                                        + [p["peak_allocated_bytes"] for p in pools]),
+            "peak_reserved_bytes": alloc["peak_reserved_bytes"] + sum(p["reserved_bytes"] for p in pools),
             "allocator": alloc,
         }
 
     def close(self) -> None:
+        for s in self.streams:
+            s.synchronize()
+        for rep in self._replays.values():
+            rep.allocator.release_cached()
+        self._replays.clear()
         for s in self.streams:
             self.device.destroy_stream(s)
         self.streams = []

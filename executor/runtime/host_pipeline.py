@@ -30,9 +30,13 @@ _DONE = object()
 class RunState:
     """Everything one run knows: types, host values, device blocks, results."""
 
-    def __init__(self, model, generation: int):
+    def __init__(self, model, generation: int, allocator=None, capture: bool = False):
         self.m = model
         self.generation = generation
+        self.pool = allocator or model.allocator
+        self.capture: list | None = [] if capture else None
+        """Recorded device tasks (stream, task(run), description), for replay."""
+        self.host_results: list[tuple[int, np.ndarray]] = []
         self.types: dict[str, TensorType] = {}
         self.host: dict[str, np.ndarray] = {}
         self.blocks: dict[str, object] = {}
@@ -147,14 +151,14 @@ class RunState:
         stream = self.m.streams[kernel["stream"]]
         for name in kernel["values"]:
             t = self.types[name]
-            block = self.m.allocator.malloc(t.nbytes, stream, f"'{name}'")
+            block = self.pool.malloc(t.nbytes, stream, f"'{name}'")
             self.blocks[name] = block
-            self.views[name] = self.m.allocator.view(block, t.dtype, t.shape)
+            self.views[name] = self.pool.view(block, t.dtype, t.shape)
         ws = self.tilings.get(k, {}).get("workspace", 0)
         if ws:
-            block = self.m.allocator.malloc(ws, stream, f"workspace of '{self.m.nodes[k]['name']}'")
+            block = self.pool.malloc(ws, stream, f"workspace of '{self.m.nodes[k]['name']}'")
             self.workspaces[k] = block
-            self.views[f"#ws{k}"] = self.m.allocator.view(block, np.uint8, (ws,))
+            self.views[f"#ws{k}"] = self.pool.view(block, np.uint8, (ws,))
 
     def free(self, kernel: dict, position: int | None) -> None:
         if position is not None:
@@ -164,7 +168,7 @@ class RunState:
             block = self.blocks.pop(name, None)
             self.views.pop(name, None)
             if block is not None:
-                self.m.allocator.free(block, self.m.users.get(name, ()))
+                self.pool.free(block, self.m.users.get(name, ()))
 
     def launch(self, kernel: dict) -> None:
         k = kernel["node"]
@@ -185,14 +189,22 @@ class RunState:
             except BaseException as e:  # name the node and op
                 state.fail(KernelError(node["name"], node["op"], e))
         stream.submit(task)
+        if self.capture is not None:
+            self.capture.append((kernel["stream"], lambda run: fn(ins, outs, attrs, tiling, ws),
+                                 {"kind": "kernel", "node": node["name"], "op": node["op"]}))
         if k in self.workspaces:
-            self.m.allocator.free(self.workspaces.pop(k), [stream])
+            self.pool.free(self.workspaces.pop(k), [stream])
 
     def memcpy_h2d(self, kernel: dict) -> None:
         node = self.m.nodes[kernel["node"]]
         src = self.host[node["inputs"][0]]
         dst = self.views[node["outputs"][0]]
         self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(dst, src))
+        if self.capture is not None:
+            binding = node["attrs"].get("binding")
+            copy = ((lambda run: np.copyto(dst, run.feeds[binding])) if binding is not None
+                    else (lambda run: np.copyto(dst, src)))      # a host value: fixed per shape
+            self.capture.append((kernel["stream"], copy, {"kind": "memcpy_h2d"}))
 
     def memcpy_d2h(self, kernel: dict) -> None:
         node = self.m.nodes[kernel["node"]]
@@ -202,22 +214,31 @@ class RunState:
         t = self.types[name]
         if kernel["stream"] is None or name not in self.views:
             self.results[out_name] = np.array(self.value(name))
+            if self.capture is not None:   # made on the host from shapes alone: fixed per shape
+                self.host_results.append((binding, self.results[out_name]))
             return
         result = np.empty(t.shape, t.dtype)
         src = self.views[name]
         self.results[out_name] = result
         self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(result, src))
+        if self.capture is not None:
+            self.capture.append((kernel["stream"], lambda run: np.copyto(run.results[binding], src),
+                                 {"kind": "memcpy_d2h"}))
 
     def event_record(self, kernel: dict) -> None:
         e = kernel["event"]
         self.m.event_counts[e] += 1           # the host numbers every record it submits
         ev, gen = self.m.events[e], self.m.event_counts[e]
         self.m.streams[kernel["stream"]].submit(lambda: ev.record(gen))
+        if self.capture is not None:
+            self.capture.append((kernel["stream"], lambda run: run.record(ev, e), {"kind": "event_record"}))
 
     def event_wait(self, kernel: dict) -> None:
         e = kernel["event"]
         ev, gen = self.m.events[e], self.m.event_counts[e]   # waits for the latest record
         self.m.streams[kernel["stream"]].submit(lambda: ev.wait(gen, lambda: self.cancelled))
+        if self.capture is not None:
+            self.capture.append((kernel["stream"], lambda run: run.wait(ev, e), {"kind": "event_wait"}))
 
     # ------------------------------------------------------------ control flow
     def control(self, kernel: dict, position: int | None = None) -> None:
@@ -260,9 +281,9 @@ class RunState:
     def release(self) -> None:
         """Give back every block still held (after an error, or outputs after the run)."""
         for name, block in list(self.blocks.items()):
-            self.m.allocator.free(block, self.m.users.get(name, ()))
+            self.pool.free(block, self.m.users.get(name, ()))
         for block in self.workspaces.values():
-            self.m.allocator.free(block)
+            self.pool.free(block)
         self.blocks.clear()
         self.workspaces.clear()
         self.views.clear()

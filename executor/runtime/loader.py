@@ -11,12 +11,15 @@ from .static_model import StaticModel
 
 
 def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice | None = None,
-               *, runtime_core_number: int | None = None, pad_to_gear: bool = False):
+               *, runtime_core_number: int | None = None, pad_to_gear: bool = False,
+               replay: bool = True):
     """A runnable model for ``source`` on ``device`` (the default device if None).
 
     ``runtime_core_number`` (dynamic models): 1 runs the host kernels in one
     thread, 3 as a three-stage pipeline (default: $AIR_RUNTIME_CORE_NUMBER or 3).
     ``pad_to_gear`` (gear models): pad a batch with no gear up to the next gear.
+    ``replay`` (dynamic models): after the first run with given input shapes, later runs
+    with those shapes replay its launches as one device submission.
     """
     om = source if isinstance(source, OmFile) else load_om(source)
     device = device or default_device()
@@ -24,5 +27,5 @@ def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice
         return StaticModel(om, device, pad_to_gear=pad_to_gear)
     if om.mode == "dynamic":
         from .dynamic_model import DynamicModel
-        return DynamicModel(om, device, runtime_core_number=runtime_core_number)
+        return DynamicModel(om, device, runtime_core_number=runtime_core_number, replay=replay)
     raise ModelFormatError(f"unknown model mode {om.mode!r}")
