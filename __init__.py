@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 
 def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
             input_shapes: dict | None = None, mode: str = "auto",
-            dynamic_batch: list[int] | None = None, passes: list[str] | None = None):
+            dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
+            min_branch_bytes: int | None = None):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     Returns the :class:`~aircc.compiler.driver.CompiledModel` (its ``om``,
@@ -29,7 +30,8 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
     compiled = compile_model(source, CompileOptions(streams=streams,
                                                     input_shapes=dict(input_shapes or {}),
                                                     mode=mode, dynamic_batch=dynamic_batch,
-                                                    passes=passes))
+                                                    passes=passes,
+                                                    min_branch_bytes=min_branch_bytes))
     if output is not None:
         compiled.save(output)
     return compiled

@@ -41,6 +41,8 @@ class CompileOptions:
     input_shapes: Mapping[str, Sequence[Dim]] = field(default_factory=dict)
     mode: str = "auto"
     """``static``, ``dynamic``, or ``auto`` (dynamic when an input has a symbolic dim)."""
+    min_branch_bytes: int | None = None
+    """A branch opens its own stream only if it writes at least this many bytes (None: 128 KiB)."""
     dynamic_batch: list[int] | None = None
     """Gears: one static plan per batch size, in one .om."""
     passes: list[str] | None = None
@@ -62,6 +64,7 @@ def optimize(source, options: CompileOptions) -> Graph:
     """Import and run the optimisation pipeline (the IR that ``--emit ir`` prints)."""
     graph = import_onnx(source, options.input_shapes)
     graph.meta["imported_nodes"] = len(graph.nodes)
+    graph.meta["min_branch_bytes"] = options.min_branch_bytes
     return run_pipeline(graph, options.passes if options.passes is not None else DEFAULT_PIPELINE)
 
 

@@ -58,6 +58,9 @@ def test_emit_ir_and_report_and_single_stream(tmp_path):
     assert r.exit_code == 0 and r.output.startswith("graph @main(")
     assert "Conv(" in r.output
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/branches.onnx", "--emit", "report"])
+    assert json.loads(r.output)["streams"] == 1          # its branches are too small to split
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/branches.onnx", "--emit", "report",
+                                       "--min-branch-bytes", "0"])
     report = json.loads(r.output)
     assert report["streams"] > 1 and report["events"] > 0
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/branches.onnx", "--emit", "report",

@@ -187,7 +187,7 @@ def test_loop_body_on_two_streams_runs_without_races(device):
     from schedule_check import unordered_dependencies
 
     proto = _loop_if_model(two_branches=True)
-    om = aircc.compile(proto, mode="static").om
+    om = aircc.compile(proto, mode="static", min_branch_bytes=0).om
     tasks = om.sections["tasks"]
     body_streams = {s for s, lst in enumerate(tasks["lists"]) for t in lst
                     if t["kind"] == "kernel" and t["op"] in ("Sigmoid", "Tanh")}
@@ -219,7 +219,7 @@ def test_static_scan_on_several_streams_is_race_free(device):
     from schedule_check import unordered_dependencies
 
     case = next(c for c in NODE_CASES if c.name == "test_scan9_multi_state")
-    om = aircc.compile(case.model, mode="static").om
+    om = aircc.compile(case.model, mode="static", min_branch_bytes=0).om
     assert om.sections["tasks"]["streams"] > 1
     assert unordered_dependencies(om.sections["tasks"]) == []
     m = aircc.load(om, device=device)

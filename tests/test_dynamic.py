@@ -21,7 +21,7 @@ SHAPES = [(1, 16), (4, 64), (8, 128), (3, 7)]
 def bert():
     proto = build_bert_encoder()
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    compiled = aircc.compile(proto)
+    compiled = aircc.compile(proto, min_branch_bytes=0)   # its branches on several streams
     om = load_om(dump_om(compiled.om))         # through real .om bytes
     return proto, session, compiled, om
 

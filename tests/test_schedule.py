@@ -20,7 +20,7 @@ from schedule_check import data_dependencies, unordered_dependencies
 
 def _scheduled(source, streams=None):
     g = run_pipeline(import_onnx(source))
-    g = insert_events(assign_streams(insert_memcpy(g), streams))
+    g = insert_events(assign_streams(insert_memcpy(g), streams, min_branch_bytes=0))
     verify(g)
     return g
 
@@ -122,3 +122,12 @@ def test_single_stream_inception_has_no_events():
     tasks = compile_model(light_path("inception_v1"), CompileOptions(streams=1)).om.sections["tasks"]
     assert tasks["streams"] == 1 and tasks["events"] == 0
     assert unordered_dependencies(tasks) == []
+
+
+def test_small_branches_stay_on_one_stream_and_big_ones_split():
+    g = run_pipeline(import_onnx(diamond(width=4, branches=3)))
+    assign_streams(insert_memcpy(g))                  # 4 floats per branch: not worth a stream
+    assert g.meta["streams"] == 1
+    g = run_pipeline(import_onnx(diamond(width=65536, branches=3)))
+    assign_streams(insert_memcpy(g))                  # 512 KiB per branch: one stream each
+    assert g.meta["streams"] == 3

@@ -93,7 +93,7 @@ class _Expander:
     # ------------------------------------------------------------ bodies
     def body(self, body: Graph, h: int) -> list[Node]:
         """Schedule a body on h plus fresh streams; returns its expanded nodes."""
-        assign_streams(body, self.max_streams)
+        assign_streams(body, self.max_streams, self.graph.meta.get("min_branch_bytes"))
         insert_events(body)
         mapping = {0: h}
         for n in body.nodes:

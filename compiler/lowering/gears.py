@@ -82,6 +82,7 @@ def compile_gears(source, options):
     gears, seconds, graph, io_of = [], {}, None, {}
     for b in sizes:
         opts = CompileOptions(streams=options.streams, mode="static", passes=options.passes,
+                              min_branch_bytes=options.min_branch_bytes,
                               input_shapes=gear_shapes(inputs, options.input_shapes, b))
         graph = optimize(model, opts)
         kernels = len(graph.nodes)

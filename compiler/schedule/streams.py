@@ -3,8 +3,9 @@
 Data-flow analysis over the DAG (networkx): walking a topological order, a
 node continues the stream of a predecessor that is still that stream's last
 node (so chains stay on one stream and need no events); a node that cannot
-continue a chain opens a new stream while fewer than ``max_streams`` exist,
-and otherwise joins the stream with the least work so far.  Host-to-device
+continue a chain opens a new stream while fewer than ``max_streams`` exist
+and it writes at least ``min_branch_bytes`` (smaller ones stay with a
+predecessor), and otherwise joins the stream with the least work so far.  Host-to-device
 copies go on stream 0; other nodes without predecessors (the entry points
 of a body's parallel branches) are treated like new branches.  Stream ids are dense
 from 0 and recorded in ``node.meta["stream"]``.
@@ -18,6 +19,10 @@ from aircc.errors import CompileOptionError
 from ..ir.graph import Graph, Node
 
 DEFAULT_MAX_STREAMS = 4
+#: A branch opens a stream of its own only if its first node writes at least this many bytes
+#: (as the graph engine drops multi-stream that brings no benefit: handing small work to
+#: another stream costs more than it saves).  Symbolic sizes count as small.
+DEFAULT_MIN_BRANCH_BYTES = 128 << 10
 
 
 def dataflow_dag(graph: Graph) -> nx.DiGraph:
@@ -45,8 +50,12 @@ def _work(node: Node, graph: Graph) -> int:
     return total
 
 
-def assign_streams(graph: Graph, max_streams: int | None = None) -> Graph:
+def assign_streams(graph: Graph, max_streams: int | None = None,
+                   min_branch_bytes: int | None = None) -> Graph:
     cap = DEFAULT_MAX_STREAMS if max_streams is None else max_streams
+    threshold = DEFAULT_MIN_BRANCH_BYTES if min_branch_bytes is None else min_branch_bytes
+    if graph.meta.get("min_branch_bytes") is not None and min_branch_bytes is None:
+        threshold = graph.meta["min_branch_bytes"]
     if cap < 1:
         raise CompileOptionError(f"--streams must be at least 1, got {cap}")
     dag = dataflow_dag(graph)
@@ -62,8 +71,10 @@ def assign_streams(graph: Graph, max_streams: int | None = None) -> Graph:
             s = 0 if tail else None
         elif chains:
             s = stream_of[max(chains, key=lambda p: load[stream_of[p]])]
-        elif len(tail) < cap:
+        elif len(tail) < cap and _work(graph.nodes[k], graph) >= threshold:
             s = None
+        elif len(tail) < cap:
+            s = stream_of[preds[-1]] if preds else 0      # too small to be worth a stream
         else:
             s = min(range(len(tail)), key=lambda t: load[t])
         if s is None:
