@@ -93,3 +93,30 @@ def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
     plain = aircc.compile(m, mode="dynamic", passes=BASE)
     fused = aircc.compile(m, mode="dynamic")
     assert fused.report["host_kernels"] < plain.report["host_kernels"]
+
+
+def test_per_channel_mul_add_fold_into_conv_and_batchnorm_and_bn_takes_relu():
+    rng = np.random.default_rng(3)
+    chan = lambda: rng.random((1, 4, 1, 1)).astype(np.float32) + 0.5   # noqa: E731
+    inits = [const("W", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+             const("s1", chan()), const("b1", chan()), const("s2", chan()), const("b2", chan()),
+             const("g", rng.random(4).astype(np.float32) + 0.5), const("be", rng.standard_normal(4).astype(np.float32)),
+             const("mu", rng.standard_normal(4).astype(np.float32)), const("var", rng.random(4).astype(np.float32) + 0.1),
+             const("k", np.array(2.0, np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["c", "s1"], ["c1"]), helper.make_node("Add", ["c1", "b1"], ["c2"]),
+             helper.make_node("Mul", ["k", "c2"], ["c3"]),                       # a scalar, first operand
+             helper.make_node("Relu", ["c3"], ["r"]),
+             helper.make_node("BatchNormalization", ["r", "g", "be", "mu", "var"], ["n"]),
+             helper.make_node("Mul", ["n", "s2"], ["n1"]), helper.make_node("Add", ["n1", "b2"], ["n2"]),
+             helper.make_node("Relu", ["n2"], ["y"])]
+    m = model(nodes, [tensor("x", [1, 3, 5, 5])], [tensor("y", [1, 4, 5, 5])], inits)
+    g = run_pipeline(import_onnx(m), BASE)
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    expected = run_ir(g, {"x": x})["y"]
+    fold_batchnorm(g)
+    fuse_epilogues(g)
+    verify(g)
+    assert [(n.op, n.attrs.get("fused_relu", 0)) for n in g.nodes] == [("Conv", 1), ("BatchNormalization", 1)]
+    assert g.meta["stats"]["folded_channel_affine"] == 5
+    np.testing.assert_allclose(run_ir(g, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..ir.graph import Graph, Node
 
 FUSABLE = ("Conv", "MatMul")
+RELU_ONLY = ("BatchNormalization",)     # fuse a following Relu, no Add
 
 
 def _only_reader(graph: Graph, users: dict, value: str) -> Node | None:
@@ -40,11 +41,11 @@ def fuse_epilogues(graph: Graph) -> Graph:
     moved: dict[str, Node] = {}    # an Add's name -> the node that now stands in its place
     fused = 0
     for node in graph.nodes:
-        if node.op not in FUSABLE or node.domain or node.name in removed \
+        if node.op not in FUSABLE + RELU_ONLY or node.domain or node.name in removed \
                 or node.meta.get("impl") == "fallback":
             continue
         out = node.outputs[0]
-        add = _only_reader(graph, users, out)
+        add = _only_reader(graph, users, out) if node.op in FUSABLE else None
         other = _add_operand(graph, node, add, out) if add is not None else None
         if other is not None:
             slot = 3 if node.op == "Conv" else 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import axis_plain, carve, norm_axis, prod, view, workspace
+from aircc.executor.kernels._common import (axis_plain, carve, epilogue, norm_axis, prod, view,
+                                            workspace)
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -43,6 +44,7 @@ class BatchNormalization:
             s, shift = s.reshape(bshape), shift.reshape(bshape)
         np.multiply(x, s, out=y)
         np.add(y, shift, out=y)
+        epilogue(y, None, attrs)
 
 
 @op("LRN", since=1)
