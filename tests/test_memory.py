@@ -109,3 +109,28 @@ def test_plan_of_multistream_sample_has_no_live_overlap():
     s = compiled.om.sections
     assert s["tasks"]["streams"] == 4
     assert overlapping_live_buffers(s["tasks"], s["memory_plan"]) == []
+
+
+def test_one_stream_conflicts_by_sweep_equal_the_happens_before_test():
+    from aircc.compiler.memory.planner import collect_buffers, conflicts
+    from conftest import light_path
+    import aircc.compiler.driver as driver
+
+    seen = {}
+    original = driver.plan_memory
+
+    def spy(graph, alignment=64):
+        seen["graph"] = graph
+        return original(graph, alignment)
+
+    driver.plan_memory = spy
+    try:
+        compile_model(light_path("squeezenet"), CompileOptions(streams=1))
+    finally:
+        driver.plan_memory = original
+    g = seen["graph"]
+    buffers = collect_buffers(g)
+    hb = HappensBefore(g)
+    sweep = {k: sorted(b.name for b in v) for k, v in conflicts(buffers, hb, True).items()}
+    exact = {k: sorted(b.name for b in v) for k, v in conflicts(buffers, hb, False).items()}
+    assert sweep == exact and sum(map(len, sweep.values())) > 0

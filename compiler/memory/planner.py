@@ -121,20 +121,45 @@ STRATEGIES = {
 }
 
 
+def conflicts(buffers: list[Buffer], hb: HappensBefore, one_stream: bool) -> dict[str, list[Buffer]]:
+    """For each buffer, the buffers it may not share bytes with (neither is done before the other).
+
+    On one stream that is exactly the buffers whose lifetimes overlap along the
+    schedule, found by a sweep; with several streams every pair is tested
+    against happens-before."""
+    out: dict[str, list[Buffer]] = {b.name: [] for b in buffers}
+    live = [b for b in buffers if b.size > 0]
+    if one_stream:
+        active: list[Buffer] = []
+        for b in sorted(live, key=lambda b: (b.writer, b.name)):
+            active = [a for a in active if a.last >= b.writer]
+            for a in active:
+                out[a.name].append(b)
+                out[b.name].append(a)
+            active.append(b)
+        return out
+    after = {b.name: hb.after_all([b.writer, *b.readers]) for b in live}
+    for i, b in enumerate(live):
+        for c in live[i + 1:]:
+            if not (after[c.name] >> b.writer & 1 or after[b.name] >> c.writer & 1):
+                out[b.name].append(c)
+                out[c.name].append(b)
+    return out
+
+
 def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT,
-          strategy: str = "largest-first") -> int:
+          strategy: str = "largest-first", clashes: dict[str, list[Buffer]] | None = None) -> int:
     """Assign offsets greedily in the strategy's order; returns the arena size."""
-    after = {b.name: hb.after_all([b.writer, *b.readers]) for b in buffers}
-    placed: list[Buffer] = []
+    if clashes is None:
+        clashes = conflicts(buffers, hb, one_stream=False)
+    placed: set[str] = set()
     arena = 0
     for b in STRATEGIES[strategy](buffers):
         size = align_up(b.size, alignment)
         if size == 0:
             b.offset = 0
             continue
-        clash = sorted((c for c in placed
-                        if not (after[c.name] >> b.writer & 1 or after[b.name] >> c.writer & 1)),
-                       key=lambda c: c.offset)
+        clash = sorted((c for c in clashes[b.name] if c.name in placed), key=lambda c: c.offset)
         best_gap, best_off, end = None, None, 0
         for c in clash:
             gap = c.offset - end
@@ -143,7 +168,7 @@ def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT,
             end = max(end, c.offset + align_up(c.size, alignment))
         b.offset = end if best_off is None else best_off
         arena = max(arena, b.offset + size)
-        placed.append(b)
+        placed.add(b.name)
     return arena
 
 
@@ -151,14 +176,16 @@ def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
     """Run every placement strategy and keep the smallest arena."""
     buffers = collect_buffers(graph)
     hb = HappensBefore(graph)
+    streams = len({n.meta.get("stream", 0) for n in graph.nodes})
+    clashes = conflicts(buffers, hb, one_stream=streams == 1)
     best, best_offsets, best_name = None, {}, ""
     for name in STRATEGIES:
-        arena = place(buffers, hb, alignment, name)
+        arena = place(buffers, hb, alignment, name, clashes)
         if best is None or arena < best:
             best, best_name = arena, name
             best_offsets = {b.name: b.offset for b in buffers}
     for b in buffers:
         b.offset = best_offsets[b.name]
-    bound = lower_bound(buffers, hb, len({n.meta.get("stream", 0) for n in graph.nodes}))
+    bound = lower_bound(buffers, hb, streams)
     return MemoryPlan({b.name: b for b in buffers}, best or 0, bound,
                       sum(align_up(b.size, alignment) for b in buffers), alignment, best_name)
