@@ -272,3 +272,26 @@ def test_replay_memory_never_crosses_streams():
     a.synchronize()
     assert normal.malloc(4096, b).offset == x2.offset     # the contrast: reused after the event
     a.close(), b.close()
+
+
+def test_out_of_memory_in_a_dynamic_run_is_clear_and_the_next_run_works():
+    from aircc.errors import DeviceOutOfMemoryError
+    from aircc.executor.device.device import VirtualDevice
+
+    dev = VirtualDevice(3 << 20)
+    for replay in (True, False):
+        m = aircc.load(aircc.compile(build_bert_encoder()).om, device=dev, replay=replay)
+        small = make_inputs(1, 8)
+        expected = m.run(small)
+        with pytest.raises(DeviceOutOfMemoryError, match="bytes are available"):
+            m.run(make_inputs(8, 128))                 # does not fit in 3 MiB
+        for _ in range(2):                             # nothing leaked: runs (and replays) go on
+            again = m.run(small)
+            for k in expected:
+                np.testing.assert_array_equal(again[k], expected[k])
+        m.close()
+    for s in dev.streams:
+        s.synchronize()
+    dev.caching_allocator.release_cached()
+    assert dev.memory.used == 0                        # every byte came back
+    dev.close()

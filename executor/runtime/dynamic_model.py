@@ -166,7 +166,11 @@ class DynamicModel:
         Valid because every host decision of the run (shapes, tiling, host ops, memory)
         followed from the input shapes alone: no device value was read by the host."""
         if state.error is not None or state.d2h_syncs:
+            for s in self.streams:      # the frees of the run record events: let them run
+                s.synchronize()
             allocator.release_cached()
+            if isinstance(state.error, DeviceOutOfMemoryError):
+                self.drop_replays()     # give their memory back before the next try
             return
         lists: list[list] = [[] for _ in self.streams]
         for stream, task, desc in state.capture:
@@ -177,6 +181,14 @@ class DynamicModel:
         while len(self._replays) > MAX_REPLAYS:
             _, old = self._replays.popitem(last=False)
             old.allocator.release_cached()
+
+    def drop_replays(self) -> None:
+        """Forget every recorded run and return the memory its pool holds."""
+        for s in self.streams:
+            s.synchronize()
+        for rep in self._replays.values():
+            rep.allocator.release_cached()
+        self._replays.clear()
 
     def _run_replay(self, key: tuple, ordered: list[np.ndarray]) -> dict[str, np.ndarray]:
         t0 = time.thread_time()
@@ -225,11 +237,7 @@ class DynamicModel:
         }
 
     def close(self) -> None:
-        for s in self.streams:
-            s.synchronize()
-        for rep in self._replays.values():
-            rep.allocator.release_cached()
-        self._replays.clear()
+        self.drop_replays()
         for s in self.streams:
             self.device.destroy_stream(s)
         self.streams = []
