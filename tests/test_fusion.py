@@ -120,3 +120,30 @@ def test_per_channel_mul_add_fold_into_conv_and_batchnorm_and_bn_takes_relu():
     assert [(n.op, n.attrs.get("fused_relu", 0)) for n in g.nodes] == [("Conv", 1), ("BatchNormalization", 1)]
     assert g.meta["stats"]["folded_channel_affine"] == 5
     np.testing.assert_allclose(run_ir(g, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_elementwise_chain_fuses_gelu_and_keeps_the_numbers():
+    from aircc.compiler.passes.fuse_elementwise import fuse_elementwise
+
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
+             helper.make_node("Div", ["h", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["h", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["g"]),
+             helper.make_node("Sub", ["one", "g"], ["y"]),                  # running value on the right
+             helper.make_node("Tanh", ["y"], ["z"])]
+    rng = np.random.default_rng(4)
+    m = model(nodes, [tensor("x", ["n", 8])], [tensor("z", ["n", 8]), tensor("g", ["n", 8])],
+              [const("W", rng.standard_normal((8, 8)).astype(np.float32)),
+               const("sqrt2", np.array(1.4142135, np.float32)), const("one", np.array(1.0, np.float32)),
+               const("half", np.array(0.5, np.float32))])
+    g = run_pipeline(import_onnx(m, {"x": [3, 8]}), BASE)
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    expected = run_ir(g, {"x": x})
+    fuse_elementwise(g)
+    verify(g)
+    # 'g' is a graph output, so the chain stops there and a second chain starts after it
+    assert [n.op for n in g.nodes] == ["MatMul", "ElementwiseChain", "ElementwiseChain"]
+    assert len(g.nodes[1].attrs["steps"]) == 5 and g.nodes[2].attrs["steps"][0] == ["Sub", "one", 1]
+    got = run_ir(g, {"x": x})
+    for k in expected:
+        np.testing.assert_allclose(got[k], expected[k], rtol=1e-6, atol=1e-7)

@@ -112,7 +112,8 @@ def test_out_of_memory_at_load_names_bytes_and_loses_nothing(mlp_om):
 
 
 def test_kernel_failure_names_node_and_op_and_next_run_works(device, tmp_path):
-    compiled = aircc.compile(diamond(branches=3))
+    unfused = ["fold-constants", "infer-shapes", "remove-identity", "dce", "infer-shapes"]
+    compiled = aircc.compile(diamond(branches=3), passes=unfused)     # keep tanh1 its own launch
     model = aircc.load(compiled.om, device=device)
     x = np.ones((2, 4), np.float32)
     expected = model.run({"x": x})["y"]

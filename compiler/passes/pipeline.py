@@ -15,6 +15,7 @@ from ..ir.verifier import verify
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
+from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
 from .remove_identity import remove_identity
@@ -26,10 +27,12 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "dce": eliminate_dead_code,
     "fold-batchnorm": fold_batchnorm,
     "fuse-epilogues": fuse_epilogues,
+    "fuse-elementwise": fuse_elementwise,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "dce", "infer-shapes"]
+                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "fuse-elementwise", "dce",
+                    "infer-shapes"]
 
 
 def get_pass(name: str) -> Callable[[Graph], Graph]:
