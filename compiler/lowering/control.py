@@ -29,7 +29,7 @@ from __future__ import annotations
 from aircc.errors import CompileOptionError
 
 from ..ir.graph import Graph, Node, TensorType
-from ..passes.control_flow import CONTROL_FLOW_OPS, loop_trip_count, region
+from ..passes.control_flow import CONTROL_FLOW_OPS, region
 from ..schedule.events import insert_events
 from ..schedule.streams import assign_streams
 

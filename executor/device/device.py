@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from aircc.errors import AirccError, DeviceError, KernelError, StreamSyncTimeoutError
 

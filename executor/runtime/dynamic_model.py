@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.errors import AirccError, DeviceOutOfMemoryError, InputError, KernelError, ModelFormatError
+from aircc.errors import DeviceOutOfMemoryError, InputError
 from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import DeviceProgram, VirtualDevice
-from aircc.executor.kernels.registry import InferContext, lookup
+from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
 
 from .feeds import check_feeds, select_outputs
@@ -42,7 +42,7 @@ class Replay:
 #: Input shapes whose launches are kept for replay (least recently used dropped first).
 MAX_REPLAYS = 8
 from .host_pipeline import RunState, run_pipelined, run_sequential
-from .tiling_cache import TilingCache, tiling_key
+from .tiling_cache import TilingCache
 
 WEIGHT_ALIGN = 64
 

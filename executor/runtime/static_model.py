@@ -11,13 +11,10 @@ import time
 
 import numpy as np
 
-from aircc.errors import DeviceOutOfMemoryError, ModelFormatError
-from aircc.executor.device.device import Cancelled, DeviceProgram, Run, VirtualDevice
-from aircc.executor.device.stream import Event
+from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
+from aircc.executor.device.device import DeviceProgram, VirtualDevice
 from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
-
-from aircc.errors import InputError
 
 from .feeds import check_feeds, select_outputs
 
