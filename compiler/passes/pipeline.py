@@ -18,6 +18,7 @@ from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .infer_shapes import infer_shapes
+from .pack_weights import pack_weights
 from .remove_identity import remove_identity
 
 PASSES: dict[str, Callable[[Graph], Graph]] = {
@@ -28,10 +29,11 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold-batchnorm": fold_batchnorm,
     "fuse-epilogues": fuse_epilogues,
     "fuse-elementwise": fuse_elementwise,
+    "pack-weights": pack_weights,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "fuse-elementwise", "dce",
+                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "fuse-elementwise", "pack-weights", "dce",
                     "infer-shapes"]
 
 

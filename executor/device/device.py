@@ -131,7 +131,21 @@ class VirtualDevice:
         self._control = Stream(-1, name=f"dev{device_id}-control")
         self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0}
         self._lock = threading.Lock()
+        self.cube = threading.Lock()
+        """The matrix engine: kernels whose spec says ``engine="cube"`` hold it while they
+        run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
+
+    def engine_call(self, spec, kernel, ins, outs, attrs, tiling, ws) -> Callable[[], None]:
+        """``kernel`` bound to its operands, on the engine its spec names."""
+        if spec.engine == "cube":
+            cube = self.cube
+
+            def call():
+                with cube:
+                    kernel(ins, outs, attrs, tiling, ws)
+            return call
+        return lambda: kernel(ins, outs, attrs, tiling, ws)
 
     # ------------------------------------------------------------- resources
     def create_stream(self, priority: int = 0) -> Stream:

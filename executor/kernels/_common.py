@@ -15,7 +15,7 @@ Dim = Union[int, str]
 Shape = tuple
 
 #: Bytes the im2col / scratch block buffers aim to stay under.
-BLOCK_BYTES = 2 << 20
+BLOCK_BYTES = 32 << 20
 #: Alignment of the sections carved out of a workspace.
 WS_ALIGN = 64
 

@@ -1,4 +1,18 @@
-"""Conv (im2col + GEMM, with pointwise and depthwise fast paths)."""
+"""Conv: a GEMM per kernel tap (accumulating), im2col + GEMM, pointwise and depthwise paths.
+
+Mode by shape (chosen in the tiling, once per shape):
+
+- ``pointwise`` 1x1, stride 1, no padding: one GEMM per image and group.
+- ``taps`` 2-D, weights packed by the ``pack-weights`` pass (or a single tap): the
+  padded input is split into stride phases so that each tap reads one contiguous
+  run, and each tap is one GEMM that adds into the output (no im2col copy).
+- ``wide`` other 2-D: im2col of the tap runs, then one GEMM per group.
+- ``depthwise_wide`` / ``depthwise``: one multiply-add per tap.
+- ``im2col`` N-D and the rest: copy the windows, then one GEMM.
+
+The GEMM-based modes write the bias (and a fused residual) first and let the
+GEMM accumulate onto it, so the epilogue is at most one more pass (Relu).
+"""
 from __future__ import annotations
 
 import itertools
@@ -11,7 +25,18 @@ from aircc.executor.kernels._common import (
     BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, epilogue, is_int, pad_into_phases,
     phase_bytes, phase_plan, prod, view, window_attrs, window_geometry, window_out_dims,
     workspace)
+from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
+
+#: ``weight_layout`` of weights packed per tap: (kH, kW, M, C/group).
+PACKED = "HWOI"
+
+
+def logical_weight_shape(ws, attrs) -> tuple:
+    """The ONNX (M, C/group, kH, kW) shape of a Conv weight in either layout."""
+    if attrs.get("weight_layout", "OIHW") == PACKED and len(ws) == 4:
+        return (ws[2], ws[3], ws[0], ws[1])
+    return tuple(ws)
 
 
 def pad_into(dst: np.ndarray, src: np.ndarray, pb, pe, fill=0) -> None:
@@ -42,7 +67,7 @@ def windows(xp: np.ndarray, kernel, strides, dilations, out_sp, start0: int = 0)
     return as_strided(base, shape=shape, strides=strd, writeable=False)
 
 
-@op("Conv", since=1)
+@op("Conv", since=1, engine="cube")
 class Conv:
     """N-D convolution with groups, dilations, strides, pads / auto_pad and optional bias."""
 
@@ -57,6 +82,10 @@ class Conv:
     def infer(ctx: InferContext) -> list[TensorType]:
         xt, wt = ctx.input_type(0), ctx.input_type(1)
         xs, ws = ctx.input_shape(0), ctx.input_shape(1)
+        layout = ctx.attrs.get("weight_layout", "OIHW")
+        if layout not in ("OIHW", PACKED) or (layout == PACKED and len(ws) != 4):
+            ctx.fail(f"weight_layout '{layout}' is not supported for W {ws}")
+        ws = logical_weight_shape(ws, ctx.attrs)
         if len(xs) < 3 or len(ws) != len(xs):
             ctx.fail(f"X {xs} and W {ws} must have the same rank >= 3")
         nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(xs, ws, ctx.attrs)
@@ -79,7 +108,8 @@ class Conv:
 
     @staticmethod
     def tiling(types, attrs) -> dict:
-        xs, wsh = types[0].shape, types[1].shape
+        xs, wsh = types[0].shape, logical_weight_shape(types[1].shape, attrs)
+        packed = attrs.get("weight_layout", "OIHW") == PACKED
         nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(xs, wsh, attrs)
         out_sp, pb, pe = window_geometry(xs[2:], kernel, strides, dilations, pads, auto_pad)
         n, c, m, g = int(xs[0]), int(xs[1]), int(wsh[0]), int(attrs.get("group", 1))
@@ -94,6 +124,15 @@ class Conv:
         if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not padded:
             t.update(mode="pointwise", workspace=0)
             return t
+        if nsp == 2 and not depthwise and (packed or prod(kernel) == 1):
+            plan = phase_plan(in_sp, out_sp, kernel, strides, dilations, pb)
+            base = phase_bytes(plan, c, item)
+            direct = plan["wq"] == out_sp[1]   # no junk columns: accumulate in Y itself
+            t.update(mode="taps", plan=plan, direct=direct, acc_off=base,
+                     workspace=base + (0 if direct else align(m * out_sp[0] * plan["wq"] * item)))
+            return t
+        if packed:
+            raise ValueError(f"packed Conv weights need a 2-D convolution, got kernel {kernel}")
         if nsp != 2 or (all(k == 1 for k in kernel) and not depthwise):
             # generic N-D im2col (and strided 1x1): padded copy + strided window views
             psp = [max(in_sp[i] + pb[i] + pe[i],
@@ -131,26 +170,78 @@ class Conv:
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        Conv._run(ins, outs, attrs, tiling, ws)
+        t = ensure_tiling(Conv, tiling, ins, attrs)
+        if t["mode"] in ("pointwise", "taps"):
+            Conv._gemm_modes(ins, outs, attrs, t, ws)
+            return
+        Conv._run(ins, outs, attrs, t, ws)
         epilogue(outs[0], ins[3] if len(ins) > 3 else None, attrs)
 
     @staticmethod
-    def _run(ins, outs, attrs, tiling, ws) -> None:
+    def _gemm_modes(ins, outs, attrs, t, ws) -> None:
+        """Pointwise and per-tap GEMMs, accumulating onto the bias and fused residual."""
+        x, w, y = ins[0], ins[1], outs[0]
+        b = ins[2] if len(ins) > 2 else None
+        extra = ins[3] if len(ins) > 3 and attrs.get("fused_add") else None
+        if extra is not None and extra.shape != y.shape:
+            extra = np.broadcast_to(extra, y.shape)
+        relu = bool(attrs.get("fused_relu"))
+        n, c, m, g, cg, mg = t["n"], t["c"], t["m"], t["g"], t["cg"], t["mg"]
+        nsp = len(t["out"])
+        bias = None if b is None else b.reshape((m,) + (1,) * nsp)
+        if t["mode"] == "pointwise":
+            l = prod(t["out"])
+            wt = w.reshape(1, m, cg)
+            taps, run = [(0, 0)], l
+        else:
+            plan = t["plan"]
+            (ho, wo), wq, taps = t["out"], plan["wq"], plan["taps"]
+            run = ho * wq
+            wt = w.reshape(len(taps), m, cg)
+            ws = workspace(ws, t["workspace"])
+        for i in range(n):
+            yi = y[i]
+            if t["mode"] == "pointwise":
+                src = [x[i].reshape(c, l)]
+                acc, accv = view(yi, (m, l)), yi
+            else:
+                planes = pad_into_phases(x[i], ws, 0, plan, 0)
+                src = [planes[j] for j in range(planes.shape[0])]
+                if t["direct"]:
+                    acc, accv = view(yi, (m, run)), yi
+                else:
+                    acc = carve(ws, t["acc_off"], (m, run), x.dtype)
+                    accv = acc.reshape(m, ho, wq)[:, :, :wo]
+                    acc.reshape(m, ho, wq)[:, :, wo:] = 0   # junk columns: keep them finite
+            beta = 1.0
+            if extra is not None and bias is not None:
+                np.add(extra[i], bias, out=accv)
+            elif extra is not None:
+                np.copyto(accv, extra[i])
+            elif bias is not None:
+                np.copyto(accv, bias)
+            else:
+                beta = 0.0
+            for gi in range(g):
+                rows, chans = slice(gi * mg, (gi + 1) * mg), slice(gi * cg, (gi + 1) * cg)
+                for k, (j, off) in enumerate(taps):
+                    gemm(wt[k, rows], src[j][chans, off:off + run], acc[rows],
+                         beta=beta if k == 0 else 1.0)
+            if relu:
+                np.maximum(accv, 0, out=yi)
+            elif accv is not yi:
+                np.copyto(yi, accv)
+
+    @staticmethod
+    def _run(ins, outs, attrs, t, ws) -> None:
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
-        t = ensure_tiling(Conv, tiling, ins, attrs)
         ws = workspace(ws, t["workspace"])
         n, c, m, g, cg, mg = t["n"], t["c"], t["m"], t["g"], t["cg"], t["mg"]
         mode, out_sp = t["mode"], t["out"]
         nsp = len(out_sp)
         bias = None if b is None else b.reshape((m,) + (1,) * nsp)
-        if mode == "pointwise":
-            l = prod(out_sp)
-            np.matmul(w.reshape(g, mg, cg), x.reshape(n, g, cg, l), out=view(y, (n, g, mg, l)))
-            if bias is not None:
-                np.add(y, bias, out=y)
-            return
         if mode in ("wide", "depthwise_wide"):
             for i in range(n):
                 planes = pad_into_phases(x[i], ws, 0, t["plan"], 0)

@@ -13,7 +13,7 @@ def _same_dim(ctx: InferContext, a, b, what: str) -> None:
         ctx.fail(f"{what}: {a} != {b}")
 
 
-@op("MatMul", since=1)
+@op("MatMul", since=1, engine="cube")
 class MatMul:
     """numpy.matmul: batch dims broadcast, 1-D operands get a dim added then removed."""
 
@@ -38,7 +38,7 @@ class MatMul:
         epilogue(outs[0], ins[2] if len(ins) > 2 else None, attrs)
 
 
-@op("Gemm", since=1)
+@op("Gemm", since=1, engine="cube")
 class Gemm:
     """Y = alpha * A' @ B' + beta * C, with C broadcast to (M, N) (optional since 11)."""
 

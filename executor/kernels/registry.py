@@ -94,6 +94,10 @@ class OpSpec:
     foldable: bool = True
     """Whether constant folding may evaluate this op at compile time."""
     native: bool = True
+    engine: str = "vector"
+    """``"cube"``: the kernel runs on the device's one matrix engine (the BLAS thread
+    pool, which spans every core), so cube kernels of different streams take turns;
+    ``"vector"`` kernels run concurrently."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -101,7 +105,7 @@ _REGISTRY: dict[tuple[str, str], list[OpSpec]] = {}
 
 
 def op(name: str, since: int = 1, domain: str = "", value_inputs: tuple[int, ...] = (),
-       foldable: bool = True):
+       foldable: bool = True, engine: str = "vector"):
     """Class decorator: register ``infer``/``kernel``/``tiling`` static methods as an op."""
 
     def register(cls):
@@ -109,7 +113,7 @@ def op(name: str, since: int = 1, domain: str = "", value_inputs: tuple[int, ...
                       infer=getattr(cls, "infer", None),
                       kernel=getattr(cls, "kernel", None),
                       tiling=getattr(cls, "tiling", None),
-                      value_inputs=value_inputs, foldable=foldable)
+                      value_inputs=value_inputs, foldable=foldable, engine=engine)
         versions = _REGISTRY.setdefault((domain, name), [])
         versions.append(spec)
         versions.sort(key=lambda s: s.since)

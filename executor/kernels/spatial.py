@@ -40,7 +40,7 @@ def _convt_geometry(in_sp, kernel, attrs) -> tuple[list[int], list[int], list[in
     return [full[i] - pb[i] - pe[i] for i in range(nsp)], pb, pe
 
 
-@op("ConvTranspose", since=1)
+@op("ConvTranspose", since=1, engine="cube")
 class ConvTranspose:
     """Transposed convolution: X (N, C, ...), W (C, M/group, k...), optional B (M)."""
 

@@ -177,20 +177,20 @@ class RunState:
         ins = [None if not i else self.host_value(i) if j in vi else self.value(i)
                for j, i in enumerate(node["inputs"])]
         outs = [self.views[o] if o else None for o in node["outputs"]]
-        tiling, attrs, fn = self.tilings[k], node["attrs"], spec.kernel
         ws = self.views.pop(f"#ws{k}", None)
+        call = self.m.device.engine_call(spec, spec.kernel, ins, outs, node["attrs"], self.tilings[k], ws)
         stream = self.m.streams[kernel["stream"]]
 
         def task(state=self):
             if state.cancelled:
                 return
             try:
-                fn(ins, outs, attrs, tiling, ws)
+                call()
             except BaseException as e:  # name the node and op
                 state.fail(KernelError(node["name"], node["op"], e))
         stream.submit(task)
         if self.capture is not None:
-            self.capture.append((kernel["stream"], lambda run: fn(ins, outs, attrs, tiling, ws),
+            self.capture.append((kernel["stream"], lambda run: call(),
                                  {"kind": "kernel", "node": node["name"], "op": node["op"]}))
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])

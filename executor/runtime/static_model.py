@@ -110,8 +110,8 @@ class StaticModel:
             if ws_desc:
                 base = self.bases[ws_desc["mem"]] + ws_desc["offset"]
                 ws = self.device.memory.data[base:base + ws_desc["size"]]
-            til = tiling[task["tiling"]]
-            return lambda run: kernel(ins, outs, attrs, til, ws)
+            call = self.device.engine_call(spec, kernel, ins, outs, attrs, tiling[task["tiling"]], ws)
+            return lambda run: call()
         if kind == "memcpy_h2d":
             dst, b = self._view(task["dst"]), task["binding"]
             return lambda run: np.copyto(dst, run.feeds[b])

@@ -1,0 +1,218 @@
+"""GEMM with accumulate, per-tap Conv on packed weights, pack-weights, the cube engine."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import aircc
+from aircc.compiler.ir.graph import TensorType
+from aircc.errors import ShapeInferenceError
+from aircc.executor.device.device import VirtualDevice
+from aircc.executor.kernels import blas, registry
+from aircc.executor.kernels.conv import Conv
+from aircc.executor.kernels.registry import InferContext
+from graphs import const, model, tensor
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.uniform(-1, 1, size=shape).astype(dtype)
+
+
+@pytest.fixture(params=["blas", "numpy"])
+def gemm_impl(request, monkeypatch):
+    """Run a test with numpy's CBLAS (when this numpy has one) and with the numpy fallback."""
+    if request.param == "numpy":
+        monkeypatch.setattr(blas, "_GEMM", {})
+    return request.param
+
+
+# ---------------------------------------------------------------- gemm
+def test_numpy_cblas_is_found_here():
+    """The PyPI numpy this project installs ships OpenBLAS with a CBLAS: it must be used."""
+    assert blas.NATIVE and np.dtype(np.float32) in blas._GEMM
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_gemm_strided_transposed_and_accumulating(gemm_impl, dtype):
+    big_a, big_b = rand(7, 12, dtype=dtype), rand(9, 20, dtype=dtype)
+    a = big_a[1:6, 2:10]                 # (5, 8), row stride 12
+    b = big_b[:8, 3:14]                  # (8, 11), row stride 20
+    bt = np.ascontiguousarray(b.T).T     # (8, 11) transposed layout
+    c0 = rand(5, 11, dtype=dtype)
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    for rhs in (b, bt):
+        c = c0.copy()
+        blas.gemm(a, rhs, c, alpha=0.5, beta=2.0)
+        expected = 0.5 * (a.astype(np.float64) @ rhs.astype(np.float64)) + 2.0 * c0
+        np.testing.assert_allclose(c, expected, rtol=tol, atol=tol)
+        c = np.full((5, 11), np.nan, dtype)
+        blas.gemm(a, rhs, c)             # beta = 0 never reads c
+        np.testing.assert_allclose(c, a.astype(np.float64) @ rhs, rtol=tol, atol=tol)
+    out_big = np.zeros((5, 30), dtype)
+    blas.gemm(a, b, out_big[:, 4:15])   # c itself row-strided; the rest untouched
+    np.testing.assert_allclose(out_big[:, 4:15], a.astype(np.float64) @ b, rtol=tol, atol=tol)
+    assert not out_big[:, :4].any() and not out_big[:, 15:].any()
+
+
+def test_gemm_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="do not match"):
+        blas.gemm(rand(3, 4), rand(5, 2), np.empty((3, 2), np.float32))
+
+
+# ---------------------------------------------------------------- Conv on packed weights
+def _reference_conv(x, w, b, attrs, extra=None, relu=False):
+    names = ["x", "w"] + (["b"] if b is not None else [])
+    node = helper.make_node("Conv", names, ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [tensor(n, list(a.shape)) for n, a in zip(names, (x, w, b))],
+                              [helper.make_empty_tensor_value_info("y")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = dict(zip(names, (x, w, b)))
+    y = ReferenceEvaluator(m).run(None, feeds)[0].astype(np.float64)
+    if extra is not None:
+        y = y + extra
+    return np.maximum(y, 0) if relu else y
+
+
+def _run_conv(x, w, b, attrs, extra=None):
+    types = [TensorType.of(x), TensorType.of(w)] + ([TensorType.of(b)] if b is not None else [])
+    (t,) = Conv.infer(InferContext(types, attrs, [None] * len(types), node="c", op="Conv"))
+    tiling = Conv.tiling(types, attrs)
+    y = np.full(t.shape, np.nan, np.float32)
+    ins = [x, w, b] + ([extra] if extra is not None else [])
+    Conv.kernel(ins, [y], attrs, tiling, np.empty(tiling["workspace"], np.uint8))
+    return tiling, y
+
+
+TAP_CASES = [
+    # (x, W (ONNX layout), attrs)
+    ((2, 16, 9, 9), (8, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 16, 12, 11), (8, 16, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),
+    ((1, 32, 13, 12), (6, 16, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 1, 2, 1]}),
+    ((1, 16, 10, 10), (4, 16, 5, 3), {"strides": [1, 2], "pads": [2, 1, 2, 1]}),
+    ((1, 16, 8, 8), (4, 16, 2, 2), {}),                              # no padding: no junk columns
+]
+
+
+@pytest.mark.parametrize("xs,wsh,attrs", TAP_CASES)
+@pytest.mark.parametrize("epilogue", ["plain", "bias", "bias_add_relu", "add_relu"])
+def test_conv_taps_on_packed_weights_match_the_reference(gemm_impl, xs, wsh, attrs, epilogue):
+    x, w = rand(*xs), rand(*wsh)
+    b = rand(wsh[0]) if "bias" in epilogue else None
+    packed = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
+    pattrs = dict(attrs, kernel_shape=list(wsh[2:]), weight_layout="HWOI")
+    ref = _reference_conv(x, w, b, attrs)
+    extra = rand(*ref.shape) if "add" in epilogue else None
+    relu = "relu" in epilogue
+    if extra is not None:
+        pattrs.update(fused_add=1)
+    if relu:
+        pattrs.update(fused_relu=1)
+    tiling, y = _run_conv(x, packed, b, pattrs, extra)
+    assert tiling["mode"] == "taps"
+    expected = _reference_conv(x, w, b, attrs, extra, relu)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("strides,pads", [([2, 2], [0, 0, 0, 0]), ([1, 1], [1, 1, 1, 1]),
+                                          ([2, 1], [0, 1, 0, 0])])
+def test_single_tap_convs_run_as_one_gemm_per_group(gemm_impl, strides, pads):
+    x, w, b = rand(2, 8, 9, 10), rand(6, 4, 1, 1), rand(6)
+    attrs = {"group": 2, "strides": strides, "pads": pads}
+    extra = rand(*_reference_conv(x, w, b, attrs).shape)
+    tiling, y = _run_conv(x, w, b, dict(attrs, fused_add=1, fused_relu=1), extra)
+    assert tiling["mode"] == "taps"
+    np.testing.assert_allclose(y, _reference_conv(x, w, b, attrs, extra, True), rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_accumulates_onto_a_broadcast_residual(gemm_impl):
+    x, w, b = rand(2, 8, 5, 5), rand(6, 8, 1, 1), rand(6)
+    extra = rand(1, 6, 1, 5)
+    tiling, y = _run_conv(x, w, b, {"fused_add": 1, "fused_relu": 1}, extra)
+    assert tiling["mode"] == "pointwise"
+    np.testing.assert_allclose(y, _reference_conv(x, w, b, {}, extra, True), rtol=1e-4, atol=1e-4)
+
+
+def test_packed_layout_shape_rule_and_refusals():
+    attrs = {"weight_layout": "HWOI", "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    ctx = InferContext([TensorType("float32", ("N", 16, 8, 8)), TensorType("float32", (3, 3, 4, 16))],
+                       attrs, [None, None], node="c", op="Conv")
+    assert Conv.infer(ctx)[0].shape == ("N", 4, 8, 8)
+    bad = InferContext([TensorType("float32", (1, 16, 8, 8)), TensorType("float32", (3, 3, 4, 16))],
+                       dict(attrs, weight_layout="NC1HWC0"), [None, None], node="c", op="Conv")
+    with pytest.raises(ShapeInferenceError, match="weight_layout 'NC1HWC0' is not supported"):
+        Conv.infer(bad)
+
+
+# ---------------------------------------------------------------- pack-weights in the compiler
+def _conv_net(channels: int, group: int = 1):
+    inits = [const("W1", rand(channels, channels // group, 3, 3)), const("B1", rand(channels)),
+             const("W2", rand(channels, channels, 1, 1)), const("W3", rand(channels, channels // group, 3, 3))]
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["a"], pads=[1, 1, 1, 1], group=group, name="c1"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "W2"], ["p"], name="c2"),
+             helper.make_node("Conv", ["p", "W3"], ["q"], pads=[1, 1, 1, 1], strides=[2, 2], group=group,
+                              name="c3"),
+             helper.make_node("Add", ["q", "q"], ["y"], name="add")]
+    return model(nodes, [tensor("x", [1, channels, 10, 10])], [tensor("y", [1, channels, 5, 5])], inits)
+
+
+@pytest.mark.parametrize("channels,group,expect", [(16, 1, 2), (32, 2, 2), (8, 1, 0), (48, 8, 0)])
+def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, expect):
+    m = _conv_net(channels, group)
+    compiled = aircc.compile(m, streams=1)
+    assert compiled.report["packed_conv_weights"] == expect
+    convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
+    layouts = sorted(n.attrs.get("weight_layout", "OIHW") for n in convs)
+    assert layouts.count("HWOI") == expect
+    for n in convs:
+        if n.attrs.get("weight_layout") == "HWOI":
+            kh, kw, mo, cg = compiled.graph.constants[n.inputs[1]].shape
+            assert (kh, kw, mo, cg) == (3, 3, channels, channels // group)
+    x = rand(1, channels, 10, 10)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, {"x": x})[0]
+    got = aircc.load(compiled.om).run({"x": x})["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- the cube engine
+def test_cube_kernels_of_different_streams_take_turns_vector_kernels_do_not():
+    dev = VirtualDevice(1 << 20)
+    try:
+        for engine, expect_overlap in (("cube", False), ("vector", True)):
+            spec = registry.OpSpec(name="Probe", since=1, engine=engine)
+            spans, barrier = [], threading.Barrier(2)
+
+            def kernel(ins, outs, attrs, tiling, ws):
+                t0 = time.perf_counter()
+                time.sleep(0.05)
+                spans.append((t0, time.perf_counter()))
+
+            calls = [dev.engine_call(spec, kernel, [], [], {}, {}, None) for _ in range(2)]
+
+            def go(call):
+                barrier.wait()
+                call()
+            threads = [threading.Thread(target=go, args=(c,)) for c in calls]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            (a0, a1), (b0, b1) = sorted(spans)
+            assert (b0 < a1) == expect_overlap, (engine, spans)
+    finally:
+        dev.close()
+
+
+def test_gemm_ops_are_on_the_cube_engine():
+    for name in ("Conv", "MatMul", "Gemm", "ConvTranspose"):
+        assert registry.lookup(name, 13).engine == "cube"
+    assert registry.lookup("Relu", 13).engine == "vector"
