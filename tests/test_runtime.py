@@ -12,6 +12,7 @@ from aircc.errors import DeviceOutOfMemoryError, InputError, KernelError, ModelF
 from aircc.executor.device.device import VirtualDevice, parse_bytes
 from aircc.executor.device.memory import DeviceMemory
 from aircc.executor.device.stream import Event, Stream
+from aircc.executor.runtime.feeds import exact_feeds
 from conftest import SAMPLES
 from graphs import diamond
 
@@ -95,6 +96,24 @@ def test_bad_feeds_get_clear_errors_and_next_call_works(mlp_om, device):
     with pytest.raises(InputError, match="unknown input names"):
         model.run({"input": x, "extra": x})
     np.testing.assert_array_equal(model.run({"input": x})["probs"], good)
+    model.close()
+
+
+def test_exact_feeds_take_the_short_path_and_everything_else_the_checked_one(mlp_om, device):
+    model = aircc.load(mlp_om, device=device)
+    x = np.load(f"{SAMPLES}/mlp_input.npy")
+    assert exact_feeds(model._fast[1], {"input": x}) is not None
+    strided = np.asfortranarray(x)                 # same values, not C-contiguous
+    sub = x.view(np.recarray)                      # an ndarray subclass
+    for feeds in ({"input": strided}, {"input": sub}):
+        assert exact_feeds(model._fast[1], feeds) is None
+    fast = model.run({"input": x})["probs"]
+    for other in (model.run({"input": strided})["probs"], model.run({"input": sub})["probs"],
+                  model.run({"input": x}, output_names=["probs"])["probs"]):
+        np.testing.assert_array_equal(other, fast)
+    a, b = model.run({"input": x})["probs"], model.run({"input": x})["probs"]
+    assert a is not b and not np.shares_memory(a, b)     # every run returns fresh outputs
+    assert model.run_stats()["submissions_per_run"] == 1
     model.close()
 
 

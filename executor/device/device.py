@@ -61,9 +61,9 @@ class Run:
         self.generation, self.feeds, self.results = generation, feeds, results
         self.pending = self._streams
         self.error, self.cancelled = None, False
-        for e, ev in enumerate(events):
-            self.base[e] = ev._generation
-            self.records[e] = self.waits[e] = 0
+        self.base = [ev._generation for ev in events]
+        self.records = [0] * len(events)
+        self.waits = [0] * len(events)
         self.done.acquire()
 
     def wait_done(self, timeout: float | None) -> bool:

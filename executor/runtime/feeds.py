@@ -36,6 +36,22 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
     return ordered
 
 
+def exact_feeds(specs: list[tuple], feeds) -> list[np.ndarray] | None:
+    """The feeds in order when each is already a C-contiguous ndarray of exactly the
+    (name, dtype, shape tuple) in ``specs``; None otherwise (then :func:`check_feeds`
+    converts what it can and names what is wrong)."""
+    if type(feeds) is not dict or len(feeds) != len(specs):
+        return None
+    ordered = []
+    for name, dtype, shape in specs:
+        a = feeds.get(name)
+        if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape \
+                or not a.flags.c_contiguous:
+            return None
+        ordered.append(a)
+    return ordered
+
+
 def select_outputs(outputs: dict, names: list[str] | None) -> dict:
     """Only the outputs asked for (all when ``names`` is None)."""
     if names is None:
