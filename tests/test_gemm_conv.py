@@ -164,7 +164,7 @@ def _conv_net(channels: int, group: int = 1):
     return model(nodes, [tensor("x", [1, channels, 10, 10])], [tensor("y", [1, channels, 5, 5])], inits)
 
 
-@pytest.mark.parametrize("channels,group,expect", [(16, 1, 2), (32, 2, 2), (8, 1, 0), (48, 8, 0)])
+@pytest.mark.parametrize("channels,group,expect", [(64, 1, 2), (128, 2, 2), (32, 1, 0), (512, 8, 0)])
 def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, expect):
     m = _conv_net(channels, group)
     compiled = aircc.compile(m, streams=1)
@@ -180,7 +180,7 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = sess.run(None, {"x": x})[0]
     got = aircc.load(compiled.om).run({"x": x})["y"]
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
 # ---------------------------------------------------------------- the cube engine

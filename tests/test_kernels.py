@@ -223,6 +223,8 @@ POOL_CASES = [
     ((1, 2, 10, 10), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((1, 2, 10, 10), {"kernel_shape": [4, 4], "strides": [3, 3], "auto_pad": "SAME_LOWER"}),
     ((1, 2, 10, 10), {"kernel_shape": [3, 3], "auto_pad": "VALID"}),
+    ((1, 2, 7, 9), {"kernel_shape": [1, 3], "strides": [1, 2]}),
+    ((1, 2, 9, 7), {"kernel_shape": [3, 1], "pads": [1, 0, 1, 0]}),
     ((2, 3, 20), {"kernel_shape": [4], "strides": [2], "pads": [1, 2]}),
     ((1, 2, 6, 7, 5), {"kernel_shape": [2, 3, 2], "pads": [0, 1, 1, 1, 1, 0]}),
 ]
@@ -231,6 +233,13 @@ POOL_CASES = [
 @pytest.mark.parametrize("xs,attrs", POOL_CASES)
 def test_maxpool(xs, attrs):
     check("MaxPool", [rand(*xs)], attrs, opset=12, engine="ort")
+
+
+def test_maxpool_2d_is_separable_unless_dilated():
+    spec = registry.lookup("MaxPool", 12)
+    x = T((1, 4, 12, 12))
+    assert spec.tiling([x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})["mode"] == "separable"
+    assert spec.tiling([x], {"kernel_shape": [3, 3], "dilations": [2, 2]})["mode"] == "phase"
 
 
 def test_maxpool_dilations_and_ints():

@@ -17,7 +17,7 @@ import numpy as np
 from ..ir.graph import Graph, TensorType
 
 #: Input channels per group below which one im2col GEMM beats a GEMM per tap.
-MIN_CHANNELS = 16
+MIN_CHANNELS = 64
 #: Groups above which the GEMM calls per tap and group cost more than they save.
 MAX_GROUPS = 4
 PACKED = "HWOI"

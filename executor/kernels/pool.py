@@ -86,6 +86,28 @@ def _phase_pool(x: np.ndarray, t: dict, ws, fill, ufunc) -> np.ndarray:
     return view(acc_all, (*x.shape[:2], ho, wq))[..., :plan["wo"]]
 
 
+def _separable_max(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray) -> None:
+    """2-D max pool, dilation 1: each row's max over the window columns, then the max of
+    those over the window rows."""
+    (kh, kw), (sh, sw), (ho, wo) = t["kernel"], t["strides"], t["out"]
+    xp = _padded_input(x, t, ws, lowest(x.dtype))
+    nc = prod(x.shape[:2])
+    xp3 = xp.reshape(nc, *xp.shape[2:])
+    rows = carve(ws, t["rows_off"], (nc, xp3.shape[1], wo), x.dtype)
+    y3 = view(y, (nc, ho, wo))
+    for dst, src, k, s, n, axis in ((rows, xp3, kw, sw, wo, 2), (y3, rows, kh, sh, ho, 1)):
+        def tap(i, src=src, s=s, n=n, axis=axis):
+            idx = [slice(None)] * 3
+            idx[axis] = slice(i, i + (n - 1) * s + 1, s)
+            return src[tuple(idx)]
+        if k == 1:
+            np.copyto(dst, tap(0))
+            continue
+        np.maximum(tap(0), tap(1), out=dst)
+        for i in range(2, k):
+            np.maximum(dst, tap(i), out=dst)
+
+
 def _padded_input(x: np.ndarray, t: dict, ws, fill) -> np.ndarray:
     """``x`` with its pads (filled with ``fill``), in the workspace; ``x`` itself if unpadded."""
     if not t["padded"]:
@@ -130,12 +152,26 @@ class MaxPool:
             ctx.fail("storage_order must be 0 or 1")
         return _infer_pool(ctx)
 
-    tiling = staticmethod(_pool_tiling)
+    @staticmethod
+    def tiling(types, attrs) -> dict:
+        t = _pool_tiling(types, attrs)
+        if len(t["kernel"]) == 2 and t["dilations"] == [1, 1]:
+            # separable: max over the window's columns, then over its rows (kh + kw - 2
+            # passes instead of kh * kw - 1, no phase copy)
+            xs = [int(d) for d in types[0].shape]
+            item = np.dtype(types[0].dtype).itemsize
+            pad_bytes = align(prod(xs[:2]) * prod(t["psp"]) * item) if t["padded"] else 0
+            t.update(mode="separable", rows_off=pad_bytes,
+                     workspace=pad_bytes + align(prod(xs[:2]) * t["psp"][0] * t["out"][1] * item))
+        return t
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x, y = ins[0], outs[0]
         t = ensure_tiling(MaxPool, tiling, ins, attrs)
+        if t["mode"] == "separable":
+            _separable_max(x, y, t, workspace(ws, t["workspace"]))
+            return
         if t["mode"] == "phase":
             np.copyto(y, _phase_pool(x, t, ws, lowest(x.dtype), np.maximum))
             return
