@@ -39,14 +39,18 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
 
 def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_gear: bool = False,
          replay: bool = True):
-    """Load an .om (path, bytes, or OmFile) onto ``device`` (default: device 0).
+    """Load an .om (path, bytes, OmFile, or what :func:`compile` returned) onto ``device``
+    (default: device 0).
 
     ``runtime_core_number``: 1 (sequential) or 3 (pipelined) host execution of
     dynamic models; ``pad_to_gear``: let gear models pad a batch up to the next gear;
     ``replay``: let a dynamic model replay the launches of a run for inputs of the same shapes.
     """
+    from .compiler.driver import CompiledModel
     from .executor.runtime.loader import load_model
 
+    if isinstance(source, CompiledModel):
+        source = source.om
     return load_model(source, device, runtime_core_number=runtime_core_number,
                       pad_to_gear=pad_to_gear, replay=replay)
 

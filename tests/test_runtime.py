@@ -99,6 +99,16 @@ def test_bad_feeds_get_clear_errors_and_next_call_works(mlp_om, device):
     model.close()
 
 
+def test_load_takes_what_compile_returned(device):
+    compiled = aircc.compile(diamond(branches=2))
+    x = np.linspace(-1, 1, 2 * 4, dtype=np.float32).reshape(2, 4)
+    from_object = aircc.load(compiled, device=device).run({"x": x})
+    from_om = aircc.load(compiled.om, device=device).run({"x": x})
+    assert from_object.keys() == from_om.keys()
+    for k in from_object:
+        np.testing.assert_array_equal(from_object[k], from_om[k])
+
+
 def test_exact_feeds_take_the_short_path_and_everything_else_the_checked_one(mlp_om, device):
     model = aircc.load(mlp_om, device=device)
     x = np.load(f"{SAMPLES}/mlp_input.npy")
