@@ -149,6 +149,9 @@ def test_packed_layout_shape_rule_and_refusals():
                        dict(attrs, weight_layout="NC1HWC0"), [None, None], node="c", op="Conv")
     with pytest.raises(ShapeInferenceError, match="weight_layout 'NC1HWC0' is not supported"):
         Conv.infer(bad)
+    depthwise = [TensorType("float32", (1, 4, 8, 8)), TensorType("float32", (3, 3, 4, 1))]
+    with pytest.raises(ValueError, match=r"only read by the per-tap kernel \(2-D, not depthwise\)"):
+        Conv.tiling(depthwise, dict(attrs, group=4))
 
 
 # ---------------------------------------------------------------- pack-weights in the compiler
@@ -188,15 +191,15 @@ def test_cube_kernels_of_different_streams_take_turns_vector_kernels_do_not():
     dev = VirtualDevice(1 << 20)
     try:
         for engine, expect_overlap in (("cube", False), ("vector", True)):
-            spec = registry.OpSpec(name="Probe", since=1, engine=engine)
             spans, barrier = [], threading.Barrier(2)
 
-            def kernel(ins, outs, attrs, tiling, ws):
+            def kernel(ins, outs, attrs, tiling, ws, spans=spans):
                 t0 = time.perf_counter()
                 time.sleep(0.05)
                 spans.append((t0, time.perf_counter()))
 
-            calls = [dev.engine_call(spec, kernel, [], [], {}, {}, None) for _ in range(2)]
+            spec = registry.OpSpec(name="Probe", since=1, kernel=kernel, engine=engine)
+            calls = [dev.engine_call(spec, [], [], {}, {}, None) for _ in range(2)]
 
             def go(call):
                 barrier.wait()

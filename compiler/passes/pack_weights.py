@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.executor.kernels.conv import PACKED
+
 from ..ir.graph import Graph, TensorType
 
 #: Input channels per group below which one im2col GEMM beats a GEMM per tap.
 MIN_CHANNELS = 64
 #: Groups above which the GEMM calls per tap and group cost more than they save.
 MAX_GROUPS = 4
-PACKED = "HWOI"
 
 
 def pack_weights(graph: Graph) -> Graph:

@@ -136,8 +136,9 @@ class VirtualDevice:
         run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
 
-    def engine_call(self, spec, kernel, ins, outs, attrs, tiling, ws) -> Callable[[], None]:
-        """``kernel`` bound to its operands, on the engine its spec names."""
+    def engine_call(self, spec, ins, outs, attrs, tiling, ws) -> Callable[[], None]:
+        """``spec``'s kernel bound to its operands, on the engine the spec names."""
+        kernel = spec.kernel
         if spec.engine == "cube":
             cube = self.cube
 

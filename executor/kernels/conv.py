@@ -132,7 +132,8 @@ class Conv:
                      workspace=base + (0 if direct else align(m * out_sp[0] * plan["wq"] * item)))
             return t
         if packed:
-            raise ValueError(f"packed Conv weights need a 2-D convolution, got kernel {kernel}")
+            raise ValueError(f"packed Conv weights are only read by the per-tap kernel (2-D, not "
+                             f"depthwise); got kernel {kernel}, group {g}")
         if nsp != 2 or (all(k == 1 for k in kernel) and not depthwise):
             # generic N-D im2col (and strided 1x1): padded copy + strided window views
             psp = [max(in_sp[i] + pb[i] + pe[i],

@@ -178,7 +178,7 @@ class RunState:
                for j, i in enumerate(node["inputs"])]
         outs = [self.views[o] if o else None for o in node["outputs"]]
         ws = self.views.pop(f"#ws{k}", None)
-        call = self.m.device.engine_call(spec, spec.kernel, ins, outs, node["attrs"], self.tilings[k], ws)
+        call = self.m.device.engine_call(spec, ins, outs, node["attrs"], self.tilings[k], ws)
         stream = self.m.streams[kernel["stream"]]
 
         def task(state=self):

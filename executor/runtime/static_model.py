@@ -103,7 +103,6 @@ class StaticModel:
         kind = task["kind"]
         if kind == "kernel":
             spec = lookup(task["op"], task["version"], task["domain"], task["node"], task.get("impl"))
-            kernel, attrs = spec.kernel, task["attrs"]
             ins = [self._view(o) for o in task["inputs"]]
             outs = [self._view(o) for o in task["outputs"]]
             ws_desc = task.get("workspace")
@@ -111,7 +110,7 @@ class StaticModel:
             if ws_desc:
                 base = self.bases[ws_desc["mem"]] + ws_desc["offset"]
                 ws = self.device.memory.data[base:base + ws_desc["size"]]
-            call = self.device.engine_call(spec, kernel, ins, outs, attrs, tiling[task["tiling"]], ws)
+            call = self.device.engine_call(spec, ins, outs, task["attrs"], tiling[task["tiling"]], ws)
             return lambda run: call()
         if kind == "memcpy_h2d":
             dst, b = self._view(task["dst"]), task["binding"]
