@@ -185,6 +185,17 @@ def test_conv_blocks(monkeypatch):
     check("Conv", inputs, {"pads": [1, 1, 1, 1]}, opset=11, rtol=1e-4, atol=1e-5)
 
 
+def test_depthwise_channel_blocks(monkeypatch):
+    """Depthwise convolution over several channel blocks gives the same result."""
+    import aircc.executor.kernels.conv as conv
+    monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 4096)
+    inputs = [rand(2, 7, 12, 12), rand(7, 1, 3, 3), rand(7)]
+    attrs = {"group": 7, "pads": [1, 1, 1, 1], "strides": [2, 2]}
+    t = conv.Conv.tiling([TensorType.of(a) for a in inputs], attrs)
+    assert t["mode"] == "depthwise_wide" and 1 < t["chunk"] < 7
+    check("Conv", inputs, attrs, opset=11, rtol=1e-4, atol=1e-5)
+
+
 def test_conv_dtypes_and_no_tiling():
     x, w = rand(1, 4, 7, 7, dtype=np.float64), rand(6, 2, 3, 3, dtype=np.float64)
     check("Conv", [x, w], {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 2]}, opset=11,

@@ -28,6 +28,9 @@ from aircc.executor.kernels._common import (
 from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
 
+#: Bytes of depthwise column block per channel block (kept in the core's cache).
+DW_BLOCK_BYTES = 512 << 10
+
 #: ``weight_layout`` of weights packed per tap: (kH, kW, M, C/group).
 PACKED = "HWOI"
 
@@ -157,9 +160,12 @@ class Conv:
         base = phase_bytes(plan, c, item)
         wq, ntaps = plan["wq"], len(plan["taps"])
         if depthwise:
-            run = align(c * out_sp[0] * wq * item)
-            t.update(mode="depthwise_wide", acc_off=base, tmp_off=base + run,
-                     workspace=base + 2 * run)
+            run = out_sp[0] * wq * item
+            # channels per block: their column block (taps x run each) stays in cache
+            chunk = max(1, min(c, DW_BLOCK_BYTES // (ntaps * run)))
+            acc = align(c * run)
+            t.update(mode="depthwise_wide", chunk=chunk, acc_off=base, cols_off=base + acc,
+                     workspace=base + acc + align(chunk * ntaps * run))
         else:
             per_row = c * ntaps * wq * item
             per_row_out = m * wq * item
@@ -290,26 +296,21 @@ class Conv:
 
     @staticmethod
     def _depthwise_wide(planes, w, yi, bias, t, ws) -> None:
-        """2-D depthwise: one multiply-add of a contiguous run per kernel tap."""
+        """2-D depthwise: per block of channels, gather each tap's contiguous run into a
+        (channels, taps, run) column block, then one batched (1 x taps) @ (taps x run)
+        product per channel."""
         c = t["c"]
         (ho, wo), wq, taps = t["out"], t["plan"]["wq"], t["plan"]["taps"]
-        run = ho * wq
-        acc_all = carve(ws, t["acc_off"], (c, run), planes.dtype)
-        tmp_all = carve(ws, t["tmp_off"], (c, run), planes.dtype)
-        w2 = w.reshape(c, len(taps))
-        # channel chunks small enough to stay in cache across the taps
-        chunk = max(1, (256 << 10) // max(run * planes.itemsize, 1))
+        run, ntaps, chunk = ho * wq, len(taps), t["chunk"]
+        acc_all = carve(ws, t["acc_off"], (c, 1, run), planes.dtype)
+        cols_all = carve(ws, t["cols_off"], (chunk, ntaps, run), planes.dtype)
+        w3 = w.reshape(c, 1, ntaps)
         for c0 in range(0, c, chunk):
             c1 = min(c, c0 + chunk)
-            acc, tmp = acc_all[c0:c1], tmp_all[c0:c1]
+            cols = cols_all[:c1 - c0]
             for k, (j, off) in enumerate(taps):
-                v = planes[j, c0:c1, off:off + run]
-                wk = w2[c0:c1, k:k + 1]
-                if k == 0:
-                    np.multiply(v, wk, out=acc)
-                else:
-                    np.multiply(v, wk, out=tmp)
-                    np.add(acc, tmp, out=acc)
+                np.copyto(cols[:, k], planes[j, c0:c1, off:off + run])
+            np.matmul(w3[c0:c1], cols, out=acc_all[c0:c1])
         res = view(acc_all, (c, ho, wq))[:, :, :wo]
         if bias is None:
             np.copyto(yi, res)
