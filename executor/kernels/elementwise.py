@@ -30,18 +30,22 @@ def _c(y: np.ndarray, v: float):
 
 
 # ------------------------------------------------------------------ erf
-# numpy has no erf.  For float32/float16 inputs, erf(x) = x * T(|x|) with T(a) = erf(a)/a
-# (smooth, >= 0.25 on [0, 4]) linearly interpolated from a table with step 1/4096 (abs.
-# error < 2e-8, i.e. well under an ulp relative to erf); erf(4) already rounds to 1 in
-# float32.  float64 inputs use a Taylor series of erf(x)/x in x^2 for |x| < 1 and a
+# numpy has no erf.  float32 (and float16) inputs: erf(x) = x * P(x^2) / Q(x^2) on x
+# clamped to [-4, 4] (erf(4) rounds to 1 in float32), a (6, 5) rational fitted offline
+# by iteratively reweighted least squares on relative error (fit error 2e-9); computed
+# in float32, it is within 6 ulp (relative 4e-7) of erf everywhere.  That is about 25
+# float32 passes over a cache-sized chunk, twice as fast as interpolating a float64
+# table.  float64 inputs use a Taylor series of erf(x)/x in x^2 for |x| < 1 and a
 # Chebyshev fit (in 1/x) of erfcx(x) = erfc(x) exp(x^2) on [1, 6] (~1e-15).
-# Both work on cache-sized chunks: float64 temporaries are costly in memory bandwidth.
-_ERF_STEPS, _ERF_LIM, _ERF_CHUNK = 4096, 4.0, 32768
+_ERF_CHUNK = 16384
+_ERF_P32 = [np.float32(c) for c in (           # high order first, in t = x^2
+    -1.32018613e-08, 4.68471086e-06, 3.79606105e-04, 3.84959161e-03, 5.43168141e-02,
+    1.85202914e-01, 1.12837917e+00)]
+_ERF_Q32 = [np.float32(c) for c in (
+    6.31099470e-05, 1.30756210e-03, 1.54620403e-02, 1.13958239e-01, 4.97465223e-01, 1.0)]
 
 
-def _erf_tables():
-    grid = np.arange(int(_ERF_LIM * _ERF_STEPS) + 2) / _ERF_STEPS
-    t = np.array([math.erf(v) / v if v > 0 else 2 / math.sqrt(math.pi) for v in grid])
+def _f64_tables():
     taylor = [2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1))
               for n in range(19)]
     lo, hi = 1.0 / 6.0, 1.0
@@ -51,30 +55,19 @@ def _erf_tables():
                          for v in (np.atleast_1d(u) + 1) * (hi - lo) / 2 + lo])
 
     poly = _cheb.cheb2poly(_cheb.chebinterpolate(erfcx, 22))
-    return t[:-1].copy(), np.diff(t), taylor[::-1], poly[::-1].tolist(), lo, hi
+    return taylor[::-1], poly[::-1].tolist(), lo, hi
 
 
-_ERF_T, _ERF_S, _ERF_TAYLOR, _ERF_POLY, _ERF_LO, _ERF_HI = _erf_tables()
+_ERF_TAYLOR, _ERF_POLY, _ERF_LO, _ERF_HI = _f64_tables()
 
 
-def _horner(coefs_high_first, t: np.ndarray) -> np.ndarray:
-    p = np.full_like(t, coefs_high_first[0])
-    for c in coefs_high_first[1:]:
+def _horner(coefs_high_first, t: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    p = np.multiply(t, coefs_high_first[0], out=out)
+    p += coefs_high_first[1]
+    for c in coefs_high_first[2:]:
         p *= t
         p += c
     return p
-
-
-def _erf_table(x: np.ndarray) -> np.ndarray:
-    a = np.minimum(np.abs(x, dtype=np.float64), _ERF_LIM)
-    t = a * _ERF_STEPS
-    i = t.astype(np.intp)
-    t -= i
-    r = np.take(_ERF_S, i)
-    r *= t
-    r += np.take(_ERF_T, i)
-    r *= a
-    return r
 
 
 def _erf_f64(x: np.ndarray) -> np.ndarray:
@@ -87,18 +80,33 @@ def _erf_f64(x: np.ndarray) -> np.ndarray:
     u = a[mid]
     t = (1.0 / u - _ERF_LO) * (2.0 / (_ERF_HI - _ERF_LO)) - 1.0
     r[mid] = 1.0 - np.exp(-u * u) * _horner(_ERF_POLY, t)
+    np.copysign(r, x, out=r)
     return r
 
 
+def _erf_f32(x: np.ndarray, y: np.ndarray) -> None:
+    """y = erf(x) for float32 x and y of the same (cache-sized) length."""
+    np.clip(x, -4.0, 4.0, out=y)
+    t = np.multiply(y, y)
+    p = _horner(_ERF_P32, t)
+    y *= p
+    y /= _horner(_ERF_Q32, t, out=p)
+
+
 def erf(x: np.ndarray, y: np.ndarray) -> None:
-    """y = erf(x), to within an ulp of float32 (float64 inputs: ~1e-15)."""
-    fn = _erf_f64 if x.dtype == np.float64 else _erf_table
+    """y = erf(x): float32 within 6 ulp, float64 ~1e-15 (float16 via float32)."""
     xf, yf = x.reshape(-1), view(y, (-1,))
+    wide = x.dtype == np.float64
     for i in range(0, xf.size, _ERF_CHUNK):
-        xs = xf[i:i + _ERF_CHUNK]
-        r = fn(xs)
-        np.copysign(r, xs, out=r)
-        np.copyto(yf[i:i + _ERF_CHUNK], r, casting="unsafe")
+        xs, ys = xf[i:i + _ERF_CHUNK], yf[i:i + _ERF_CHUNK]
+        if wide:
+            np.copyto(ys, _erf_f64(xs), casting="unsafe")
+        elif xs.dtype == np.float32 and ys.dtype == np.float32:
+            _erf_f32(xs, ys)
+        else:
+            r = np.empty(xs.shape, np.float32)
+            _erf_f32(xs.astype(np.float32), r)
+            np.copyto(ys, r, casting="unsafe")
 
 
 # --------------------------------------------------------- activations
