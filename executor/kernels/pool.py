@@ -87,15 +87,16 @@ def _phase_pool(x: np.ndarray, t: dict, ws, fill, ufunc) -> np.ndarray:
 
 
 def _separable_max(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray) -> None:
-    """2-D max pool, dilation 1: each row's max over the window columns, then the max of
-    those over the window rows."""
+    """2-D max pool, dilation 1: the max over the window rows of each column (contiguous
+    reads, and the rows shrink by the stride first), then the max of those over the
+    window columns."""
     (kh, kw), (sh, sw), (ho, wo) = t["kernel"], t["strides"], t["out"]
     xp = _padded_input(x, t, ws, lowest(x.dtype))
     nc = prod(x.shape[:2])
     xp3 = xp.reshape(nc, *xp.shape[2:])
-    rows = carve(ws, t["rows_off"], (nc, xp3.shape[1], wo), x.dtype)
+    cols = carve(ws, t["rows_off"], (nc, ho, xp3.shape[2]), x.dtype)
     y3 = view(y, (nc, ho, wo))
-    for dst, src, k, s, n, axis in ((rows, xp3, kw, sw, wo, 2), (y3, rows, kh, sh, ho, 1)):
+    for dst, src, k, s, n, axis in ((cols, xp3, kh, sh, ho, 1), (y3, cols, kw, sw, wo, 2)):
         def tap(i, src=src, s=s, n=n, axis=axis):
             idx = [slice(None)] * 3
             idx[axis] = slice(i, i + (n - 1) * s + 1, s)
@@ -162,7 +163,7 @@ class MaxPool:
             item = np.dtype(types[0].dtype).itemsize
             pad_bytes = align(prod(xs[:2]) * prod(t["psp"]) * item) if t["padded"] else 0
             t.update(mode="separable", rows_off=pad_bytes,
-                     workspace=pad_bytes + align(prod(xs[:2]) * t["psp"][0] * t["out"][1] * item))
+                     workspace=pad_bytes + align(prod(xs[:2]) * t["out"][0] * t["psp"][1] * item))
         return t
 
     @staticmethod
