@@ -94,9 +94,9 @@ def _separable_max(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray) -> Non
     xp = _padded_input(x, t, ws, lowest(x.dtype))
     nc = prod(x.shape[:2])
     xp3 = xp.reshape(nc, *xp.shape[2:])
-    cols = carve(ws, t["rows_off"], (nc, ho, xp3.shape[2]), x.dtype)
+    rows = carve(ws, t["rows_off"], (nc, ho, xp3.shape[2]), x.dtype)   # output rows, full width
     y3 = view(y, (nc, ho, wo))
-    for dst, src, k, s, n, axis in ((cols, xp3, kh, sh, ho, 1), (y3, cols, kw, sw, wo, 2)):
+    for dst, src, k, s, n, axis in ((rows, xp3, kh, sh, ho, 1), (y3, rows, kw, sw, wo, 2)):
         def tap(i, src=src, s=s, n=n, axis=axis):
             idx = [slice(None)] * 3
             idx[axis] = slice(i, i + (n - 1) * s + 1, s)
