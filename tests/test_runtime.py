@@ -123,6 +123,7 @@ def test_exact_feeds_take_the_short_path_and_everything_else_the_checked_one(mlp
         np.testing.assert_array_equal(other, fast)
     a, b = model.run({"input": x})["probs"], model.run({"input": x})["probs"]
     assert a is not b and not np.shares_memory(a, b)     # every run returns fresh outputs
+    assert not np.shares_memory(a, device.memory.data)    # host arrays, not device views
     assert model.run_stats()["submissions_per_run"] == 1
     model.close()
 

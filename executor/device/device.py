@@ -36,35 +36,43 @@ Task = Callable[["Run"], "int | None"]
 
 
 class Run:
-    """One model execution in flight on the device."""
+    """One model execution in flight on the device.
 
-    __slots__ = ("generation", "feeds", "results", "pending", "done", "error", "cancelled",
+    The record is made once per program and re-armed for every execution: the
+    host only hands over the feeds and the result slots and takes the ``done``
+    lock (:meth:`arm`); the control processor clears the rest (:meth:`start`)
+    before any stream sees the run.
+    """
+
+    __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled",
                  "base", "records", "waits", "_lock", "_streams")
 
-    def __init__(self, generation: int, feeds: list, results: list, pending: int,
-                 base: list[int], n_events: int):
-        self.generation, self.feeds, self.results, self.pending = generation, feeds, results, pending
-        self._streams = pending
-        self.done = threading.Lock()      # held until the last stream finishes
-        self.done.acquire()
+    def __init__(self, streams: int):
+        self.feeds: list = []
+        self.results: list = []
+        self._streams = self.pending = streams
+        self.done = threading.Lock()      # held from arm() until the last stream finishes
         self.error: BaseException | None = None
         self.cancelled = False
-        self.base = base
+        self.base: list[int] = []
         """Each event's generation when the run started."""
-        self.records = [0] * n_events
+        self.records: list[int] = []
         """Records of each event so far in this run (a loop records once per iteration)."""
-        self.waits = [0] * n_events
+        self.waits: list[int] = []
         self._lock = threading.Lock()
 
-    def reset(self, generation: int, feeds: list, results: list, events: list[Event]) -> None:
-        """Re-arm a finished run record for the next execution of its program."""
-        self.generation, self.feeds, self.results = generation, feeds, results
+    def arm(self, feeds: list, results: list) -> None:
+        """Host side of a new execution: its feeds, its result slots, and ``done`` taken."""
+        self.feeds, self.results = feeds, results
+        self.done.acquire()
+
+    def start(self, events: list[Event]) -> None:
+        """Device side: clear what the last execution left (on the control processor)."""
         self.pending = self._streams
         self.error, self.cancelled = None, False
         self.base = [ev._generation for ev in events]
         self.records = [0] * len(events)
         self.waits = [0] * len(events)
-        self.done.acquire()
 
     def wait_done(self, timeout: float | None) -> bool:
         if self.done.acquire(timeout=-1 if timeout is None else timeout):
@@ -111,7 +119,6 @@ class DeviceProgram:
     events: list[Event]
     lists: list[list[tuple[Task, dict]]]
     """Per stream: (callable, task description) in order."""
-    generation: int = 0
     run: "Run | None" = None
     """The run record, reused by every execution (one at a time: ``lock``)."""
     dispatch: "Callable[[], None] | None" = None
@@ -167,34 +174,47 @@ class VirtualDevice:
     # ------------------------------------------------------------- execution
     def execute(self, program: DeviceProgram, feeds: list, results: list,
                 timeout: float | None = None) -> None:
-        """Run a static program: one host submission, the device does the rest."""
-        self._check_open()
-        with program.lock:     # one execution of a program at a time: its run record is reused
-            t0 = time.thread_time()
-            self.stats["host_submissions"] += 1
-            program.generation += 1
-            run = program.run
-            if run is None:
-                run = program.run = Run(program.generation, feeds, results, len(program.lists),
-                                        [e.generation for e in program.events], len(program.events))
-            else:
-                run.reset(program.generation, feeds, results, program.events)
-            self._control.submit(program.dispatch or self._bind_dispatch(program))
-            self.last_submit_seconds = time.thread_time() - t0   # host CPU spent submitting
+        """Run a static program: one host submission, the device does the rest.
+
+        ``results`` holds one slot per output binding; the program's device-to-host
+        copies fill them (a slot may come preset, e.g. an output known on the host).
+        """
+        t0 = time.thread_time()
+        run = self.submit(program, feeds, results)
+        self.last_submit_seconds = time.thread_time() - t0   # host CPU spent submitting
+        self.finish(program, run, timeout)
+
+    def submit(self, program: DeviceProgram, feeds: list, results: list) -> Run:
+        """The host's half of :meth:`execute`: arm the program's run record and hand it to
+        the control processor.  Holds ``program.lock`` until :meth:`finish`."""
+        if self.closed:
+            self._check_open()
+        program.lock.acquire()     # one execution of a program at a time: its run record is reused
+        run = program.run
+        if run is None:
+            run = program.run = Run(len(program.lists))
+            program.dispatch = lambda: self._dispatch(program, run)
+        run.arm(feeds, results)
+        self._control.submit(program.dispatch)
+        return run
+
+    def finish(self, program: DeviceProgram, run: Run, timeout: float | None = None) -> None:
+        """Wait for a submitted execution; raise what failed on the device."""
+        try:
             if not run.wait_done(timeout):
                 run.fail(StreamSyncTimeoutError(f"model execution did not finish within {timeout} s"),
                          program.events)
                 run.wait_done(None)
-            self.stats["model_executions"] += 1
             if run.error is not None:
                 raise run.error
-
-    def _bind_dispatch(self, program: DeviceProgram):
-        program.dispatch = lambda: self._dispatch(program, program.run)
-        return program.dispatch
+        finally:
+            program.lock.release()
 
     def _dispatch(self, program: DeviceProgram, run: Run) -> None:
-        """Control processor: give each stream its task list for this run."""
+        """Control processor: start the run, give each stream its task list."""
+        self.stats["host_submissions"] += 1
+        self.stats["model_executions"] += 1
+        run.start(program.events)
         if not program.lists:
             run.done.release()
         for stream, tasks in zip(program.streams, program.lists):

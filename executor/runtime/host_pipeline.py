@@ -222,8 +222,9 @@ class RunState:
         self.results[out_name] = result
         self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(result, src))
         if self.capture is not None:
-            self.capture.append((kernel["stream"], lambda run: np.copyto(run.results[binding], src),
-                                 {"kind": "memcpy_d2h"}))
+            def d2h(run):
+                run.results[binding] = src.copy()
+            self.capture.append((kernel["stream"], d2h, {"kind": "memcpy_d2h"}))
 
     def event_record(self, kernel: dict) -> None:
         e = kernel["event"]
