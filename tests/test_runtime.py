@@ -39,6 +39,9 @@ def test_device_memory_views_are_real_memory():
     v[...] = 7
     assert np.shares_memory(v, mem.data)
     assert mem.data[off:off + 64].view(np.float32).sum() == 112
+    assert mem.data.size == 1 << 16
+    for _ in range(3):     # every allocation is a 64-byte-aligned address, not just offset
+        assert mem.view(mem.malloc(100), np.float32, (25,)).ctypes.data % 64 == 0
 
 
 def test_streams_run_in_order_and_events_really_block():

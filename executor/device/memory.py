@@ -15,6 +15,11 @@ from aircc.errors import DeviceError, DeviceOutOfMemoryError
 
 ALIGNMENT = 64
 
+#: The buffer's base address is aligned to a page, so that every 64-byte-aligned
+#: offset is a 64-byte-aligned address (a vector load never straddles two cache
+#: lines); numpy's own allocation only guarantees 16 bytes.
+BASE_ALIGNMENT = 4096
+
 
 class DeviceMemory:
     """``capacity`` bytes of device memory (pages are committed on first touch)."""
@@ -23,7 +28,9 @@ class DeviceMemory:
         if capacity <= 0:
             raise DeviceError(f"device memory capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
-        self.data = np.zeros(self.capacity, dtype=np.uint8)
+        raw = np.zeros(self.capacity + BASE_ALIGNMENT, dtype=np.uint8)
+        start = -raw.ctypes.data % BASE_ALIGNMENT
+        self.data = raw[start:start + self.capacity]
         self._free: list[tuple[int, int]] = [(0, self.capacity)]   # (offset, size), sorted
         self._used: dict[int, int] = {}
         self._lock = threading.Lock()
