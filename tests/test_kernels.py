@@ -236,6 +236,8 @@ POOL_CASES = [
     ((1, 2, 10, 10), {"kernel_shape": [3, 3], "auto_pad": "VALID"}),
     ((1, 2, 7, 9), {"kernel_shape": [1, 3], "strides": [1, 2]}),
     ((1, 2, 9, 7), {"kernel_shape": [3, 1], "pads": [1, 0, 1, 0]}),
+    ((1, 2, 3, 4), {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2]}),    # no tap covers every row
+    ((1, 2, 11, 11), {"kernel_shape": [2, 2], "strides": [3, 3], "pads": [1, 1, 0, 0]}),
     ((2, 3, 20), {"kernel_shape": [4], "strides": [2], "pads": [1, 2]}),
     ((1, 2, 6, 7, 5), {"kernel_shape": [2, 3, 2], "pads": [0, 1, 1, 1, 1, 0]}),
 ]
@@ -246,10 +248,13 @@ def test_maxpool(xs, attrs):
     check("MaxPool", [rand(*xs)], attrs, opset=12, engine="ort")
 
 
-def test_maxpool_2d_is_separable_unless_dilated():
-    spec = registry.lookup("MaxPool", 12)
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+def test_2d_pools_are_separable_unless_dilated(op_type):
+    spec = registry.lookup(op_type, 12)
     x = T((1, 4, 12, 12))
-    assert spec.tiling([x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})["mode"] == "separable"
+    t = spec.tiling([x], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    assert t["mode"] == "separable"
+    assert t["row_taps"] == [[1, 6, 1], [0, 6, 0], [0, 6, 1]]   # [first out, end, first in]
     assert spec.tiling([x], {"kernel_shape": [3, 3], "dilations": [2, 2]})["mode"] == "phase"
 
 

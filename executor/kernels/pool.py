@@ -1,9 +1,10 @@
 """Pooling: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool.
 
-Windowed pools pad the input once into the workspace and then loop over the kernel
-window, combining one view of the padded input per window tap with a vectorised numpy
-call.  2-D pools use the stride-phase layout of ``_common.phase_plan`` (each tap is a
-contiguous run); other ranks use strided views.  Padding is -inf (max) or 0 (average,
+2-D pools without dilation are separable: one pass per window row (over whole
+contiguous rows of the input), then one per window column; taps that fall in the
+padding are skipped, so no padded copy is made.  Dilated 2-D pools use the
+stride-phase layout of ``_common.phase_plan`` (each tap a contiguous run), other
+ranks strided views of a padded copy.  Padding is -inf (max) or 0 (average,
 divided by the per-position count afterwards).
 """
 from __future__ import annotations
@@ -86,27 +87,65 @@ def _phase_pool(x: np.ndarray, t: dict, ws, fill, ufunc) -> np.ndarray:
     return view(acc_all, (*x.shape[:2], ho, wq))[..., :plan["wo"]]
 
 
-def _separable_max(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray) -> None:
-    """2-D max pool, dilation 1: the max over the window rows of each column (contiguous
-    reads, and the rows shrink by the stride first), then the max of those over the
-    window columns."""
-    (kh, kw), (sh, sw), (ho, wo) = t["kernel"], t["strides"], t["out"]
-    xp = _padded_input(x, t, ws, lowest(x.dtype))
+def _tap_ranges(n_out: int, size: int, k: int, stride: int, pad: int) -> list[list[int]]:
+    """Per window tap along one axis: [o0, o1, i0], the output positions o0..o1-1 whose
+    tap reads the input (from position i0, every ``stride``); taps that fall in the
+    padding are left out, which is the pad value for max (-inf) and for sums (0)."""
+    ranges = []
+    for i in range(k):
+        o0 = max(0, -(-(pad - i) // stride))
+        o1 = min(n_out, (size - 1 + pad - i) // stride + 1)
+        if o1 > o0:
+            ranges.append([o0, o1, o0 * stride - pad + i])
+    return ranges
+
+
+def _reduce_axis(dst: np.ndarray, src: np.ndarray, ranges, stride: int, axis: int,
+                 ufunc, fill) -> None:
+    """dst[..., o, ...] = ufunc over the taps of src along ``axis`` (no padded copy)."""
+    n_out = dst.shape[axis]
+
+    def at(a, sl):
+        idx = [slice(None)] * a.ndim
+        idx[axis] = sl
+        return a[tuple(idx)]
+
+    def tap(o0, o1, i0):
+        return at(src, slice(i0, i0 + (o1 - o0 - 1) * stride + 1, stride))
+
+    full = next((r for r in ranges if r[0] == 0 and r[1] == n_out), None)
+    if full is None:
+        dst[...] = fill
+    else:
+        np.copyto(dst, tap(*full))
+    for r in ranges:
+        if r is not full:
+            part = at(dst, slice(r[0], r[1]))
+            ufunc(part, tap(*r), out=part)
+
+
+def _separable(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray, ufunc, fill) -> None:
+    """2-D window reduction, dilation 1: over the window rows of each column first
+    (contiguous reads; the rows shrink by the stride), then over the window columns.
+    Taps in the padding are skipped rather than read from a padded copy."""
     nc = prod(x.shape[:2])
-    xp3 = xp.reshape(nc, *xp.shape[2:])
-    rows = carve(ws, t["rows_off"], (nc, ho, xp3.shape[2]), x.dtype)   # output rows, full width
-    y3 = view(y, (nc, ho, wo))
-    for dst, src, k, s, n, axis in ((rows, xp3, kh, sh, ho, 1), (y3, rows, kw, sw, wo, 2)):
-        def tap(i, src=src, s=s, n=n, axis=axis):
-            idx = [slice(None)] * 3
-            idx[axis] = slice(i, i + (n - 1) * s + 1, s)
-            return src[tuple(idx)]
-        if k == 1:
-            np.copyto(dst, tap(0))
-            continue
-        np.maximum(tap(0), tap(1), out=dst)
-        for i in range(2, k):
-            np.maximum(dst, tap(i), out=dst)
+    (ho, wo), w = t["out"], x.shape[3]
+    rows = carve(ws, t["rows_off"], (nc, ho, w), x.dtype)
+    _reduce_axis(rows, view(x, (nc, *x.shape[2:])), t["row_taps"], t["strides"][0], 1, ufunc, fill)
+    _reduce_axis(view(y, (nc, ho, wo)), rows, t["col_taps"], t["strides"][1], 2, ufunc, fill)
+
+
+def _separable_tiling(types, t: dict) -> dict:
+    """Switch a 2-D, undilated pool's tiling to the separable mode."""
+    xs = [int(d) for d in types[0].shape]
+    if len(xs) != 4 or t["dilations"] != [1, 1]:
+        return t
+    item = np.dtype(types[0].dtype).itemsize
+    (kh, kw), (sh, sw), (ho, wo) = t["kernel"], t["strides"], t["out"]
+    t.update(mode="separable", rows_off=0, workspace=align(xs[0] * xs[1] * ho * xs[3] * item),
+             row_taps=_tap_ranges(ho, xs[2], kh, sh, t["pb"][0]),
+             col_taps=_tap_ranges(wo, xs[3], kw, sw, t["pb"][1]))
+    return t
 
 
 def _padded_input(x: np.ndarray, t: dict, ws, fill) -> np.ndarray:
@@ -155,23 +194,16 @@ class MaxPool:
 
     @staticmethod
     def tiling(types, attrs) -> dict:
-        t = _pool_tiling(types, attrs)
-        if len(t["kernel"]) == 2 and t["dilations"] == [1, 1]:
-            # separable: max over the window's columns, then over its rows (kh + kw - 2
-            # passes instead of kh * kw - 1, no phase copy)
-            xs = [int(d) for d in types[0].shape]
-            item = np.dtype(types[0].dtype).itemsize
-            pad_bytes = align(prod(xs[:2]) * prod(t["psp"]) * item) if t["padded"] else 0
-            t.update(mode="separable", rows_off=pad_bytes,
-                     workspace=pad_bytes + align(prod(xs[:2]) * t["out"][0] * t["psp"][1] * item))
-        return t
+        # separable: max over the window's rows, then over its columns (kh + kw - 2
+        # passes instead of kh * kw - 1, no padded copy)
+        return _separable_tiling(types, _pool_tiling(types, attrs))
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x, y = ins[0], outs[0]
         t = ensure_tiling(MaxPool, tiling, ins, attrs)
         if t["mode"] == "separable":
-            _separable_max(x, y, t, workspace(ws, t["workspace"]))
+            _separable(x, y, t, workspace(ws, t["workspace"]), np.maximum, lowest(x.dtype))
             return
         if t["mode"] == "phase":
             np.copyto(y, _phase_pool(x, t, ws, lowest(x.dtype), np.maximum))
@@ -214,13 +246,16 @@ class AveragePool:
         t["uniform"] = all(bool((c == t["kernel"][i]).all()) for i, c in enumerate(counts))
         t["counts"] = [[int(v) for v in c] for c in counts]
         t["full"] = full
-        return t
+        return _separable_tiling(types, t)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x, y = ins[0], outs[0]
         t = ensure_tiling(AveragePool, tiling, ins, attrs)
-        if t["mode"] == "phase":
+        if t["mode"] == "separable":
+            _separable(x, y, t, workspace(ws, t["workspace"]), np.add, 0)
+            src = y
+        elif t["mode"] == "phase":
             src = _phase_pool(x, t, ws, 0, np.add)
         else:
             xp = _padded_input(x, t, ws, 0)
