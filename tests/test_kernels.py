@@ -400,6 +400,33 @@ def test_softmax_opset1_and_large():
     assert registry.lookup("Softmax", 1) is registry.lookup("Softmax", 12)
 
 
+def test_softmax_shift_by_tensor_max_keeps_every_row_accurate():
+    """The last-axis float32 path shifts by the tensor's maximum; rows far below it
+    (an attention mask) are redone with their own maximum; NaN and inf go the exact way."""
+    from aircc.executor.kernels.softmax import _softmax
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 3, 16, 32)) * 4).astype(np.float32)
+    x[0, 1, :4] -= 10000                     # whole rows masked out
+    x[1, 2, 5, 16:] -= 10000                 # half a row masked out
+    x[1, 0, 7] += 60                         # one row far above all the others
+    y = np.empty_like(x)
+    _softmax(x, y, 3)
+    x64 = x.astype(np.float64)
+    ref = np.exp(x64 - x64.max(axis=-1, keepdims=True))
+    ref /= ref.sum(axis=-1, keepdims=True)
+    big = ref > 1e-30
+    assert np.all(np.abs(y - ref)[big] <= 4e-6 * ref[big])
+    assert np.all(np.abs(y - ref) <= 1e-30 + 4e-6 * ref)
+    for bad in (np.nan, np.inf, -np.inf):
+        z = x.copy()
+        z[0, 0, 0, 0] = bad
+        out = np.empty_like(z)
+        _softmax(z, out, 3)
+        assert np.isnan(out[0, 0, 0]).all() == (bad != -np.inf)
+        np.testing.assert_allclose(out[1], y[1], rtol=1e-5, atol=1e-30)
+
+
 # ================================================================== Elementwise
 from aircc.executor.kernels import elementwise  # noqa: E402
 

@@ -25,13 +25,55 @@ def _views(x: np.ndarray, y: np.ndarray, attrs: dict, coerce: bool):
     return x, y, axis_plain(attrs.get("axis", -1), max(x.ndim, 1))
 
 
+#: A row whose exponentials, shifted by the tensor's maximum, sum to less than this
+#: is recomputed with its own maximum (see :func:`_softmax_rows`).
+ROW_SUM_FLOOR = 2.0 ** -40
+
+
 def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
     if x.ndim == 0:
         y[...] = 1
         return
+    if axis == x.ndim - 1 and x.dtype == np.float32 and x.size and x.flags.c_contiguous \
+            and y.flags.c_contiguous:
+        n = x.shape[-1]
+        if _softmax_rows(x.reshape(-1, n), y.reshape(-1, n)):
+            return
+    _softmax_exact(x, y, axis)
+
+
+def _softmax_exact(x: np.ndarray, y: np.ndarray, axis: int) -> None:
+    """Shift each row by its own maximum."""
     np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
     np.exp(y, out=y)
     np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
+
+
+def _softmax_rows(x: np.ndarray, y: np.ndarray) -> bool:
+    """Softmax over the rows of 2-D ``x``, shifted by the maximum of the whole tensor.
+
+    Any shift gives the same softmax; a row maximum costs numpy a slow reduction
+    over short contiguous rows, the tensor's maximum one fast pass.  Every
+    exponential is then at most 1 (no overflow), and each row is scaled by the
+    reciprocal of its sum instead of shifted and divided with broadcasts.  A row whose sum falls under ``ROW_SUM_FLOOR`` (its own
+    maximum far below the tensor's) would lose precision to underflow: those rows
+    are redone with their own maximum.  False (nothing written) when the maximum
+    is not finite (NaN or infinite inputs): the exact path handles those."""
+    top = x.max()
+    if not np.isfinite(top):
+        return False
+    np.subtract(x, top, out=y)
+    np.exp(y, out=y)
+    sums = np.add.reduce(y, axis=1)
+    low = np.flatnonzero(sums < ROW_SUM_FLOOR)
+    if low.size:
+        rows = x[low]                      # a copy: fancy indexing
+        _softmax_exact(rows, rows, 1)
+        y[low] = rows
+        sums[low] = 1
+    np.reciprocal(sums, out=sums)
+    np.multiply(y, sums[:, None], out=y)
+    return True
 
 
 def _log_softmax(x: np.ndarray, y: np.ndarray, axis: int, ws) -> None:
