@@ -212,6 +212,13 @@ def _memory_plan(c: _Check, p: Any) -> None:
         c.int(bd, "last_task", w)
         if off + size > arena:
             c.fail(w, f"('{bd['name']}') offset {off} + size {size} exceeds arena_bytes {arena}")
+    for i, a in enumerate(c.list(d.get("aliases", []), "aliases")):
+        w = f"aliases[{i}]"
+        ad = c.dict(a, w)
+        c.str(ad, "name", w)
+        c.str(ad, "of", w)
+        if c.int(ad, "offset", w, lo=0) > arena:
+            c.fail(w, f"('{ad['name']}') offset {ad['offset']} exceeds arena_bytes {arena}")
 
 
 def _tiling(c: _Check, p: Any) -> None:

@@ -39,6 +39,7 @@ def summarize(om) -> dict:
             "alignment": plan["alignment"],
             "memory_plan": [{k: b[k] for k in ("name", "offset", "size", "first_task", "last_task")}
                             for b in plan["buffers"]],
+            "in_place": [dict(a) for a in plan.get("aliases", [])],
         })
     report = model.get("compile_report")
     if report:

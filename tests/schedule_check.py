@@ -61,9 +61,9 @@ def overlapping_live_buffers(tasks: dict, plan: dict) -> list[tuple[str, str]]:
     closure = {n: nx.descendants(g, n) for n in g.nodes}
     bufs = plan["buffers"]
 
-    def done_before(a, b):
-        uses = [a["first_task"], *a["readers"]]
-        return all(b["first_task"] in closure[u] for u in uses)
+    def done_before(a, b):     # every use of a happens before every write of b
+        uses = [*a.get("writers", [a["first_task"]]), *a["readers"]]
+        return all(w in closure[u] for u in uses for w in b.get("writers", [b["first_task"]]))
 
     bad = []
     for i, a in enumerate(bufs):

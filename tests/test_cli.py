@@ -49,6 +49,7 @@ def test_inspect_json_has_the_plan(tmp_path):
     assert info["mode"] == "static"
     assert len(info["tasks_per_stream"]) == info["streams"]
     assert {"name", "offset", "size", "first_task", "last_task"} <= set(info["memory_plan"][0])
+    assert info["in_place"] == []          # the MLP sample has no Concat
     text = CliRunner().invoke(aircc_cli, ["inspect", str(om)]).output
     assert "streams" in text and "arena" in text
 

@@ -378,6 +378,10 @@ def _bad(mutate):
      "section 'tasks': lists[0][0] is missing key 'binding'"),
     (lambda s: s["memory_plan"].update(alignment=-1), "section 'memory_plan': alignment"),
     (lambda s: s["memory_plan"]["buffers"][1].update(size=129), "exceeds arena_bytes 256"),
+    (lambda s: s["memory_plan"].update(aliases=[{"name": "p", "of": "y", "offset": 512}]),
+     "aliases[0] ('p') offset 512 exceeds arena_bytes 256"),
+    (lambda s: s["memory_plan"].update(aliases=[{"name": "p", "offset": 0}]),
+     "aliases[0] is missing key 'of'"),
     (lambda s: s["tiling"].update(entries={}), "section 'tiling': entries must be a list"),
     (lambda s: s["tiling"]["entries"].append(3), "section 'tiling': entries[2] must be a dict"),
 ])

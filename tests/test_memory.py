@@ -134,3 +134,66 @@ def test_one_stream_conflicts_by_sweep_equal_the_happens_before_test():
     sweep = {k: sorted(b.name for b in v) for k, v in conflicts(buffers, hb, True).items()}
     exact = {k: sorted(b.name for b in v) for k, v in conflicts(buffers, hb, False).items()}
     assert sweep == exact and sum(map(len, sweep.values())) > 0
+
+
+def _concat_model(batch: int, width: int = 1000) -> "onnx.ModelProto":
+    """x -> four parallel branches (a, b, c on their own, d read twice) -> Concat(a, b, c, d)
+    along the channels, and d also concatenated a second time with a."""
+    import numpy as np
+    from graphs import const
+
+    nodes, inits = [], []
+    for k, name in enumerate("abcd"):
+        inits.append(const(f"k{k}", np.full([width], k + 1.0, np.float32)))
+        nodes.append(helper.make_node("Mul", ["x", f"k{k}"], [f"m{k}"], name=f"mul{k}"))
+        nodes.append(helper.make_node("Tanh", [f"m{k}"], [name], name=f"tanh{k}"))
+    nodes.append(helper.make_node("Concat", ["a", "b", "c", "d"], ["cat"], axis=1, name="cat"))
+    nodes.append(helper.make_node("Concat", ["d", "a"], ["cat2"], axis=-1, name="cat2"))
+    nodes.append(helper.make_node("Relu", ["cat"], ["y"], name="relu"))
+    nodes.append(helper.make_node("Relu", ["cat2"], ["y2"], name="relu2"))
+    return model(nodes, [tensor("x", [batch, 1, width])],
+                 [tensor("y", [batch, 4, width]), tensor("y2", [batch, 1, 2 * width])], inits)
+
+
+@pytest.mark.parametrize("streams", [1, 4])
+def test_concat_parts_are_written_in_place(streams):
+    import numpy as np
+    import onnxruntime as ort
+    import aircc
+
+    m = _concat_model(batch=1)
+    compiled = compile_model(m, CompileOptions(streams=streams, min_branch_bytes=0))
+    s = compiled.om.sections
+    plan = s["memory_plan"]
+    aliases = {a["name"]: a for a in plan["aliases"]}
+    # every part of the first Concat lives in its slice; "d" and "a" are taken, so the
+    # second Concat copies both
+    assert set(aliases) == {"a", "b", "c", "d"} and compiled.report["concats_in_place"] == 1
+    root = next(b for b in plan["buffers"] if b["name"] == "cat")
+    assert [aliases[p]["offset"] - root["offset"] for p in "abcd"] == [0, 4000, 8000, 12000]
+    cats = {t["node"]: t for lst in s["tasks"]["lists"] for t in lst if t.get("op") == "Concat"}
+    assert cats["cat"]["attrs"]["in_place"] == [True] * 4 and "in_place" not in cats["cat2"]["attrs"]
+    assert overlapping_live_buffers(s["tasks"], plan) == []
+    model_ = aircc.load(compiled.om)
+    x = np.linspace(-2, 2, 1000, dtype=np.float32).reshape(1, 1, 1000)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for _ in range(20):
+        out = model_.run({"x": x})
+        np.testing.assert_allclose(out["y"], ref[0], rtol=1e-6)
+        np.testing.assert_allclose(out["y2"], ref[1], rtol=1e-6)
+    model_.close()
+
+
+def test_concat_with_strided_parts_copies():
+    compiled = compile_model(_concat_model(batch=2), CompileOptions())
+    plan = compiled.om.sections["memory_plan"]
+    assert plan["aliases"] == [] and compiled.report["concats_in_place"] == 0
+
+
+def test_alias_group_is_one_buffer_with_every_writer():
+    compiled = compile_model(_concat_model(batch=1), CompileOptions(streams=1))
+    plan = compiled.om.sections["memory_plan"]
+    root = next(b for b in plan["buffers"] if b["name"] == "cat")
+    assert not any(b["name"] in "abcd" for b in plan["buffers"])   # placed as part of "cat"
+    assert len(root["writers"]) == 5                               # four producers + the Concat
+    assert root["first_task"] == min(root["writers"]) < max(root["writers"])

@@ -29,7 +29,7 @@ def _operand(graph: Graph, name: str, plan: MemoryPlan, weights: dict[str, int])
     if name in weights:
         region, offset = "weights", weights[name]
     else:
-        region, offset = "arena", plan.buffers[name].offset
+        region, offset = "arena", plan.offset(name)
     return {"mem": region, "offset": offset, "dtype": t.dtype, "shape": list(t.shape)}
 
 
@@ -62,7 +62,9 @@ def lower_static(graph: Graph, plan: MemoryPlan) -> tuple[dict, dict[str, np.nda
                     "version": node.version, "node": node.name, "impl": node.meta.get("impl", "native"),
                     "inputs": [_operand(graph, i, plan, weights) for i in node.inputs],
                     "outputs": [_operand(graph, o, plan, weights) for o in node.outputs],
-                    "attrs": node.attrs, "tiling": len(tiling_entries) - 1,
+                    "attrs": ({**node.attrs, "in_place": plan.in_place[node.name]}
+                              if node.name in plan.in_place else node.attrs),
+                    "tiling": len(tiling_entries) - 1,
                     "workspace": ({"mem": "arena", "offset": plan.buffers[f"{node.name}#workspace"].offset,
                                    "size": ws} if ws else None)}
         task["id"] = k
@@ -77,8 +79,11 @@ def lower_static(graph: Graph, plan: MemoryPlan) -> tuple[dict, dict[str, np.nda
         "alignment": plan.alignment,
         "strategy": plan.strategy,
         "buffers": [{"name": b.name, "offset": b.offset, "size": b.size,
-                     "first_task": b.writer, "last_task": b.last, "readers": sorted(set(b.readers))}
+                     "first_task": b.writer, "last_task": b.last, "readers": sorted(set(b.readers)),
+                     "writers": b.all_writers}
                     for b in sorted(plan.buffers.values(), key=lambda b: (b.writer, b.name))],
+        "aliases": [{"name": a.name, "of": a.of, "offset": plan.offset(a.name)}
+                    for a in plan.aliases.values()],
         "weights": [{"name": n, "offset": off, "size": int(graph.constants[n].nbytes)}
                     for n, off in weights.items()],
     }

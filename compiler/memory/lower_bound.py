@@ -33,13 +33,13 @@ def heaviest_antichain(buffers, hb: HappensBefore) -> int:
     """Largest total size of buffers that are pairwise not ordered by happens-before."""
     bufs = sorted((b for b in buffers if b.size > 0), key=lambda b: b.writer)
     n = len(bufs)
-    writer_bit = [1 << b.writer for b in bufs]
+    starts = [sum(1 << w for w in b.all_writers) for b in bufs]
     later = []                       # later[i]: bitmask of buffers that i is done before
     for b in bufs:
-        after = hb.after_all([b.writer, *b.readers])
+        after = hb.after_all([*b.all_writers, *b.readers])
         mask = 0
         for j in range(n):
-            if after & writer_bit[j]:
+            if after & starts[j] == starts[j]:
                 mask |= 1 << j
         later.append(mask)
     # residual network of the initial flow (each buffer its own s-t path); pushing flow

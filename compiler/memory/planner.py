@@ -10,6 +10,14 @@ buffers it conflicts with.  As in the graph engine, several orders are tried
 (largest first, schedule order, largest size x lifetime first, busiest task
 first) and the smallest arena wins.
 
+Concat in place: when the parts of a Concat are contiguous slices of its
+output (every dim before the axis is 1), each part that a device task writes
+becomes an alias of its slice, so its producer writes straight into the
+concatenation and the Concat copies nothing (the node stays, a no-op that
+keeps its place in the streams and events).  An alias group (a Concat's output
+and its parts, nested Concats included) is placed as one buffer, live from
+its first writer to its last reader.
+
 The report gives the arena size, the lower bound (the most bytes that can be
 live at once, :mod:`.lower_bound`) and the total with no reuse at all.
 """
@@ -39,10 +47,25 @@ class Buffer:
     writer: int
     readers: list[int] = field(default_factory=list)
     offset: int = -1
+    writers: list[int] = field(default_factory=list)
+    """Every task that writes it (an alias group has several); empty means [writer]."""
 
     @property
     def last(self) -> int:
         return max([self.writer, *self.readers])
+
+    @property
+    def all_writers(self) -> list[int]:
+        return self.writers or [self.writer]
+
+
+@dataclass
+class Alias:
+    """A value that lives inside another buffer: ``offset`` bytes into ``of``."""
+
+    name: str
+    of: str
+    offset: int
 
 
 @dataclass
@@ -53,6 +76,16 @@ class MemoryPlan:
     no_reuse_bytes: int
     alignment: int = ALIGNMENT
     strategy: str = ""
+    aliases: dict[str, Alias] = field(default_factory=dict)
+    """Values placed inside another buffer (the parts of a Concat done in place)."""
+    in_place: dict[str, list[bool]] = field(default_factory=dict)
+    """Per Concat node done in place: which of its inputs are already in their slice."""
+
+    def offset(self, name: str) -> int:
+        alias = self.aliases.get(name)
+        if alias is None:
+            return self.buffers[name].offset
+        return self.offset(alias.of) + alias.offset
 
 
 def collect_buffers(graph: Graph) -> list[Buffer]:
@@ -138,10 +171,15 @@ def conflicts(buffers: list[Buffer], hb: HappensBefore, one_stream: bool) -> dic
                 out[b.name].append(a)
             active.append(b)
         return out
-    after = {b.name: hb.after_all([b.writer, *b.readers]) for b in live}
+    after = {b.name: hb.after_all([*b.all_writers, *b.readers]) for b in live}
+    starts = {b.name: sum(1 << w for w in b.all_writers) for b in live}
+
+    def done_before(a: Buffer, c: Buffer) -> bool:
+        return after[a.name] & starts[c.name] == starts[c.name]
+
     for i, b in enumerate(live):
         for c in live[i + 1:]:
-            if not (after[c.name] >> b.writer & 1 or after[b.name] >> c.writer & 1):
+            if not (done_before(c, b) or done_before(b, c)):
                 out[b.name].append(c)
                 out[c.name].append(b)
     return out
@@ -172,9 +210,57 @@ def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT,
     return arena
 
 
+def concat_aliases(graph: Graph, buffers: dict[str, Buffer]) -> tuple[dict[str, Alias], dict[str, list[bool]]]:
+    """The parts of Concats that can live in their slice of the output (see module doc)."""
+    aliases: dict[str, Alias] = {}
+    in_place: dict[str, list[bool]] = {}
+    if graph.meta.get("spans"):
+        return aliases, in_place        # control flow rewrites values per iteration
+    for node in graph.nodes:
+        if node.op != "Concat" or node.domain or node.meta.get("impl", "native") != "native":
+            continue
+        out = node.outputs[0]
+        t = graph.types.get(out)
+        if out not in buffers or t is None or not t.is_static:
+            continue
+        axis = int(node.attrs.get("axis", 1)) % len(t.shape)
+        if any(int(d) != 1 for d in t.shape[:axis]):
+            continue                    # the parts would be strided slices
+        inner = t.nbytes // max(1, int(t.shape[axis]))
+        flags, offset = [], 0
+        for name in node.inputs:
+            part = graph.types[name]
+            ok = (name in buffers and name not in aliases and name not in graph.outputs
+                  and node.inputs.count(name) == 1 and part.dtype == t.dtype)
+            if ok:
+                aliases[name] = Alias(name, out, offset)
+            flags.append(ok)
+            offset += int(part.shape[axis]) * inner
+        if any(flags):
+            in_place[node.name] = flags
+    return aliases, in_place
+
+
+def _merge_aliases(buffers: dict[str, Buffer], aliases: dict[str, Alias]) -> list[Buffer]:
+    """One buffer per alias group, spanning every member's writers and readers."""
+    def root(name: str) -> str:
+        while name in aliases:
+            name = aliases[name].of
+        return name
+
+    for name in aliases:
+        member, group = buffers[name], buffers[root(name)]
+        group.writers = sorted({*group.all_writers, *member.all_writers})
+        group.writer = group.writers[0]
+        group.readers.extend(member.readers)
+    return [b for n, b in buffers.items() if n not in aliases]
+
+
 def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
     """Run every placement strategy and keep the smallest arena."""
-    buffers = collect_buffers(graph)
+    by_name = {b.name: b for b in collect_buffers(graph)}
+    aliases, in_place = concat_aliases(graph, by_name)
+    buffers = _merge_aliases(by_name, aliases)
     hb = HappensBefore(graph)
     streams = len({n.meta.get("stream", 0) for n in graph.nodes})
     clashes = conflicts(buffers, hb, one_stream=streams == 1)
@@ -188,4 +274,5 @@ def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
         b.offset = best_offsets[b.name]
     bound = lower_bound(buffers, hb, streams)
     return MemoryPlan({b.name: b for b in buffers}, best or 0, bound,
-                      sum(align_up(b.size, alignment) for b in buffers), alignment, best_name)
+                      sum(align_up(b.size, alignment) for b in buffers), alignment, best_name,
+                      aliases, in_place)

@@ -46,7 +46,19 @@ class Concat:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         y = outs[0]
-        np.concatenate(ins, axis=axis_plain(attrs.get("axis", 1), y.ndim), out=y)
+        axis = axis_plain(attrs.get("axis", 1), y.ndim)
+        in_place = attrs.get("in_place")
+        if in_place is None:
+            np.concatenate(ins, axis=axis, out=y)
+            return
+        # the memory plan put the parts marked in place in their slice of y already
+        start, idx = 0, [slice(None)] * y.ndim
+        for x, done in zip(ins, in_place):
+            end = start + x.shape[axis]
+            if not done:
+                idx[axis] = slice(start, end)
+                np.copyto(y[tuple(idx)], x)
+            start = end
 
 
 # ------------------------------------------------------------------- Split
