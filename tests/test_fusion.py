@@ -83,6 +83,45 @@ def test_matmul_bias_fuses_but_a_broadcasting_add_does_not():
         np.testing.assert_allclose(got[k], expected[k], rtol=1e-6)
 
 
+def test_attention_scores_scale_and_mask_fuse_into_the_matmul():
+    """MatMul -> Div by sqrt(d) -> Add(mask, broadcast) -> Softmax: one MatMul launch
+    with fused_scale and fused_add, then the Softmax; a Div of a constant by the
+    product, or by a tensor, is not a scale and stays."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]),
+             helper.make_node("Div", ["s", "d"], ["sd"]),
+             helper.make_node("Add", ["sd", "mask"], ["sm"]),
+             helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["q", "k"], ["s2"]),
+             helper.make_node("Div", ["d", "s2"], ["inv"]),
+             helper.make_node("MatMul", ["q", "k"], ["s3"]),
+             helper.make_node("Mul", ["s3", "two"], ["y3"])]
+    m = model(nodes, [tensor("q", ["B", 2, 5, 4]), tensor("k", ["B", 2, 4, 5]),
+                      tensor("mask", ["B", 1, 1, 5])],
+              [tensor("p", ["B", 2, 5, 5]), tensor("inv", ["B", 2, 5, 5]),
+               tensor("y3", ["B", 2, 5, 5])],
+              [const("d", np.array(2.0, np.float32)), const("two", np.array([2.0], np.float32))])
+    feeds = {"q": rng.standard_normal((3, 2, 5, 4)).astype(np.float32),
+             "k": rng.standard_normal((3, 2, 4, 5)).astype(np.float32),
+             "mask": np.where(rng.random((3, 1, 1, 5)) < 0.3, -10000.0, 0.0).astype(np.float32)}
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    g = run_pipeline(import_onnx(m), BASE)
+    fuse_epilogues(g)
+    verify(g)
+    assert [n.op for n in g.nodes] == ["MatMul", "Softmax", "MatMul", "Div", "MatMul"]
+    first, third = g.nodes[0], g.nodes[4]
+    assert first.attrs["fused_scale"] == 0.5 and first.attrs["fused_add"] == 1
+    assert third.attrs["fused_scale"] == 2.0 and "fused_add" not in third.attrs
+    for mode in ("dynamic", "static"):
+        compiled = aircc.compile(m, mode=mode, input_shapes={"q": [3, 2, 5, 4], "k": [3, 2, 4, 5],
+                                                           "mask": [3, 1, 1, 5]})
+        got = aircc.load(compiled).run(feeds)
+        for name, r in zip(("p", "inv", "y3"), ref):
+            np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-6)
+
+
 def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
     from conftest import light_path
 

@@ -1,9 +1,12 @@
-"""Pass ``fuse-epilogues``: Conv/MatMul + Add + Relu in one kernel launch.
+"""Pass ``fuse-epilogues``: Conv/MatMul + (scale) + Add + Relu in one kernel launch.
 
-A Conv or MatMul whose only reader is an Add (or a two-input Sum) takes the
+A MatMul whose only reader multiplies or divides it by a constant scalar
+takes the factor as ``fused_scale`` (attention's scores / sqrt(d)).  A Conv
+or MatMul whose only reader is then an Add (or a two-input Sum) takes the
 other operand as an extra input and adds it as it writes its output
-(``fused_add``): the residual of a ResNet block, the bias of a MatMul.  A Relu
-that then reads it alone becomes ``fused_relu``.  The reader nodes go away.
+(``fused_add``): the residual of a ResNet block, the bias of a MatMul,
+attention's mask.  A Relu that then reads it alone becomes ``fused_relu``.
+The reader nodes go away.
 """
 from __future__ import annotations
 
@@ -35,6 +38,24 @@ def _add_operand(graph: Graph, node: Node, add: Node, value: str) -> str | None:
     return other
 
 
+def _scale_factor(graph: Graph, node: Node, scale: Node, value: str) -> float | None:
+    """The factor ``scale`` (a Mul or Div by a constant scalar of the same dtype) applies."""
+    if scale.op not in ("Mul", "Div") or scale.domain or len(scale.inputs) != 2 \
+            or scale.inputs.count(value) != 1 or scale.meta.get("impl") == "fallback":
+        return None
+    other = scale.inputs[1] if scale.inputs[0] == value else scale.inputs[0]
+    c = graph.constants.get(other)
+    t_out, t_val = graph.types.get(scale.outputs[0]), graph.types.get(value)
+    if c is None or c.size != 1 or t_out is None or t_out != t_val or str(c.dtype) != t_val.dtype:
+        return None
+    if scale.op == "Div" and scale.inputs[0] != value:
+        return None                      # c / y is not a scale
+    f = float(c.reshape(-1)[0])
+    if scale.op == "Div":
+        return None if f == 0 else 1.0 / f
+    return f
+
+
 def fuse_epilogues(graph: Graph) -> Graph:
     users = graph.consumers()
     removed: set[str] = set()
@@ -45,6 +66,16 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 or node.meta.get("impl") == "fallback":
             continue
         out = node.outputs[0]
+        scale = _only_reader(graph, users, out) if node.op == "MatMul" else None
+        factor = _scale_factor(graph, node, scale, out) if scale is not None else None
+        if factor is not None:
+            node.attrs["fused_scale"] = factor
+            graph.types.pop(out, None)
+            node.outputs = [scale.outputs[0]]
+            removed.add(scale.name)
+            users = graph.consumers()
+            fused += 1
+            out = node.outputs[0]
         add = _only_reader(graph, users, out) if node.op in FUSABLE else None
         other = _add_operand(graph, node, add, out) if add is not None else None
         if other is not None:

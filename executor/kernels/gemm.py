@@ -35,6 +35,8 @@ class MatMul:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         np.matmul(ins[0], ins[1], out=outs[0])
+        if "fused_scale" in attrs:
+            np.multiply(outs[0], outs[0].dtype.type(attrs["fused_scale"]), out=outs[0])
         epilogue(outs[0], ins[2] if len(ins) > 2 else None, attrs)
 
 
