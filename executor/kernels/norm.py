@@ -87,11 +87,21 @@ class LRN:
 
 
 def _normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: float):
-    """y2 = (x2 - mean) / sqrt(var + eps) row-wise; returns (mean, inv_std) of shape (R,)."""
-    mean = np.mean(x2, axis=1, dtype=np.float64 if x2.dtype == np.float64 else np.float32)
-    np.subtract(x2, mean[:, None].astype(y2.dtype), out=y2)
-    var = np.einsum("ij,ij->i", y2, y2) / y2.shape[1] if y2.shape[1] else np.zeros_like(mean)
-    inv = 1.0 / np.sqrt(var + eps)
+    """y2 = (x2 - mean) / sqrt(var + eps) row-wise; returns (mean, inv_std) of shape (R,).
+
+    ufunc methods straight, no temporaries: LayerNorm on a few rows is all call
+    overhead."""
+    n = x2.shape[1]
+    mean = np.add.reduce(x2, axis=1, dtype=np.float64 if x2.dtype == np.float64 else np.float32)
+    if not n:
+        return mean, 1.0 / np.sqrt(mean + eps)
+    mean *= 1.0 / n
+    np.subtract(x2, mean[:, None], out=y2)
+    inv = np.einsum("ij,ij->i", y2, y2, dtype=mean.dtype)
+    inv *= 1.0 / n
+    inv += eps
+    np.sqrt(inv, out=inv)
+    np.reciprocal(inv, out=inv)
     return mean, inv
 
 
@@ -126,7 +136,7 @@ class LayerNormalization:
         cols = prod(x.shape[axis:])
         y2 = view(y, (rows, cols))
         mean, inv = _normalize_rows(x.reshape(rows, cols), y2, float(attrs.get("epsilon", 1e-5)))
-        np.multiply(y2, inv[:, None].astype(y.dtype), out=y2)
+        np.multiply(y2, inv[:, None], out=y2)
         np.multiply(y, scale, out=y)
         if b is not None:
             np.add(y, b, out=y)
