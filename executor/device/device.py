@@ -1,9 +1,10 @@
 """The virtual device: memory, streams, events, and a control processor.
 
 The host talks to the device through submissions.  A static model is run by
-ONE submission, a model-execute task: the device's control processor hands
-each stream its task list, the stream workers walk them (events ordering
-them), and the host is told when every stream is done.
+ONE submission, a model-execute task queued on the model's first stream: that
+stream's worker hands every other stream its task list, then walks its own
+(events order them), and the host is told when every stream is done.  (A
+program with no task lists goes to the device's control processor.)
 """
 from __future__ import annotations
 
@@ -195,7 +196,7 @@ class VirtualDevice:
             run = program.run = Run(len(program.lists))
             program.dispatch = lambda: self._dispatch(program, run)
         run.arm(feeds, results)
-        self._control.submit(program.dispatch)
+        (program.streams[0] if program.lists else self._control).submit(program.dispatch)
         return run
 
     def finish(self, program: DeviceProgram, run: Run, timeout: float | None = None) -> None:
@@ -211,14 +212,17 @@ class VirtualDevice:
             program.lock.release()
 
     def _dispatch(self, program: DeviceProgram, run: Run) -> None:
-        """Control processor: start the run, give each stream its task list."""
+        """The model-execute task, on the first stream: start the run, give each other
+        stream its task list, walk the first one here."""
         self.stats["host_submissions"] += 1
         self.stats["model_executions"] += 1
         run.start(program.events)
         if not program.lists:
             run.done.release()
-        for stream, tasks in zip(program.streams, program.lists):
+            return
+        for stream, tasks in zip(program.streams[1:], program.lists[1:]):
             stream.submit(lambda tasks=tasks: self._walk(tasks, run, program.events))
+        self._walk(program.lists[0], run, program.events)
 
     def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event]) -> None:
         """A stream worker walks its task list; control tasks return the index to jump to."""
