@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
             input_shapes: dict | None = None, mode: str = "auto",
             dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
-            min_branch_bytes: int | None = None):
+            min_branch_bytes: int | None = None, split_matrix_branches: bool = False):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     Returns the :class:`~aircc.compiler.driver.CompiledModel` (its ``om``,
@@ -31,7 +31,8 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
                                                     input_shapes=dict(input_shapes or {}),
                                                     mode=mode, dynamic_batch=dynamic_batch,
                                                     passes=passes,
-                                                    min_branch_bytes=min_branch_bytes))
+                                                    min_branch_bytes=min_branch_bytes,
+                                                    split_matrix_branches=split_matrix_branches))
     if output is not None:
         compiled.save(output)
     return compiled

@@ -45,6 +45,9 @@ def main():
 @click.option("--min-branch-bytes", type=click.IntRange(min=0), default=None, metavar="BYTES",
               help="A parallel branch gets its own stream only if it writes at least this "
                    "many bytes (default 131072; 0 = every branch).")
+@click.option("--split-matrix-branches", is_flag=True, default=False,
+              help="Let branches led by a Conv or MatMul open streams of their own too (by "
+                   "default they stay with a predecessor: the matrix engine spans every core).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D1,D2,...",
               help="Fix an input's shape (repeatable, or ';'-separated).")
 @click.option("--mode", type=click.Choice(["static", "dynamic", "auto"]), default="auto",
@@ -55,7 +58,8 @@ def main():
               help="Gears: one static plan per batch size (e.g. 1,2,4,8), all in one .om.")
 @click.option("--emit", type=click.Choice(["om", "ir", "report"]), default="om", show_default=True,
               help="om: write the model; ir: print the optimised IR; report: print the compile report.")
-def compile(model, output, streams, min_branch_bytes, input_shapes, mode, dynamic_batch, emit):
+def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
+            dynamic_batch, emit):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -67,7 +71,8 @@ def compile(model, output, streams, min_branch_bytes, input_shapes, mode, dynami
             raise click.BadParameter(f"'{dynamic_batch}' is not a list of batch sizes",
                                      param_hint="--dynamic-batch") from None
     options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes),
-                             mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes)
+                             mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
+                             split_matrix_branches=split_matrix_branches)
     if emit == "ir":
         click.echo(emit_ir(model, options))
         return

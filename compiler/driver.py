@@ -43,6 +43,9 @@ class CompileOptions:
     """``static``, ``dynamic``, or ``auto`` (dynamic when an input has a symbolic dim)."""
     min_branch_bytes: int | None = None
     """A branch opens its own stream only if it writes at least this many bytes (None: 128 KiB)."""
+    split_matrix_branches: bool = False
+    """Let branches led by a Conv or MatMul open streams too (by default they stay with a
+    predecessor: the matrix engine spans every core, so they would only queue for it)."""
     dynamic_batch: list[int] | None = None
     """Gears: one static plan per batch size, in one .om."""
     passes: list[str] | None = None
@@ -65,6 +68,7 @@ def optimize(source, options: CompileOptions) -> Graph:
     graph = import_onnx(source, options.input_shapes)
     graph.meta["imported_nodes"] = len(graph.nodes)
     graph.meta["min_branch_bytes"] = options.min_branch_bytes
+    graph.meta["split_matrix_branches"] = options.split_matrix_branches
     return run_pipeline(graph, options.passes if options.passes is not None else DEFAULT_PIPELINE)
 
 

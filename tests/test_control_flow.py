@@ -187,7 +187,7 @@ def test_loop_body_on_two_streams_runs_without_races(device):
     from schedule_check import unordered_dependencies
 
     proto = _loop_if_model(two_branches=True)
-    om = aircc.compile(proto, mode="static", min_branch_bytes=0).om
+    om = aircc.compile(proto, mode="static", min_branch_bytes=0, split_matrix_branches=True).om
     tasks = om.sections["tasks"]
     body_streams = {s for s, lst in enumerate(tasks["lists"]) for t in lst
                     if t["kind"] == "kernel" and t["op"] in ("Sigmoid", "Tanh")}

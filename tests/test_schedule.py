@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import aircc
+
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.compiler.frontend.onnx_import import import_onnx
 from aircc.compiler.ir.graph import Graph, Node, TensorType
@@ -45,6 +47,21 @@ def test_parallel_branches_get_their_own_streams():
     for b in range(3):   # a chain stays on one stream
         assert streams[f"mul{b}"] == streams[f"tanh{b}"]
     assert sorted(set(streams.values())) == [0, 1, 2]   # dense ids
+
+
+def test_gemm_branches_stay_with_a_predecessor_unless_asked():
+    """The matrix engine spans every core: a Conv-led branch on a stream of its own only
+    queues for it, so by default only the MaxPool branch of the sample gets a stream."""
+    from conftest import SAMPLES
+
+    def ops_per_stream(**kw):
+        om = aircc.compile(f"{SAMPLES}/branches.onnx", min_branch_bytes=0, **kw).om
+        return [[t["op"] for t in lst if t["kind"] == "kernel"] for lst in om.sections["tasks"]["lists"]]
+
+    default = ops_per_stream()
+    assert len(default) == 2 and default[1] == ["MaxPool"] and default[0].count("Conv") == 5
+    split = ops_per_stream(split_matrix_branches=True)
+    assert len(split) == 3 and sum(lst.count("Conv") > 0 for lst in split) == 2
 
 
 def test_stream_cap_and_single_stream():

@@ -93,7 +93,8 @@ class _Expander:
     # ------------------------------------------------------------ bodies
     def body(self, body: Graph, h: int) -> list[Node]:
         """Schedule a body on h plus fresh streams; returns its expanded nodes."""
-        assign_streams(body, self.max_streams, self.graph.meta.get("min_branch_bytes"))
+        assign_streams(body, self.max_streams, self.graph.meta.get("min_branch_bytes"),
+                       self.graph.meta.get("split_matrix_branches", False))
         insert_events(body)
         mapping = {0: h}
         for n in body.nodes:

@@ -82,6 +82,7 @@ def schedule_regions(graph: Graph, max_streams: int | None, _count: dict | None 
                 host.update(region.inputs[:2])      # iteration number and condition
             place_host_ops(region, host)
             region.meta["min_branch_bytes"] = graph.meta.get("min_branch_bytes")
+            region.meta["split_matrix_branches"] = graph.meta.get("split_matrix_branches", False)
             schedule_device_nodes(region, max_streams)
             for n in region.nodes:
                 if n.op in ("EventRecord", "EventWait"):

@@ -3,9 +3,12 @@
 Data-flow analysis over the DAG (networkx): walking a topological order, a
 node continues the stream of a predecessor that is still that stream's last
 node (so chains stay on one stream and need no events); a node that cannot
-continue a chain opens a new stream while fewer than ``max_streams`` exist
-and it writes at least ``min_branch_bytes`` (smaller ones stay with a
-predecessor), and otherwise joins the stream with the least work so far.  Host-to-device
+continue a chain opens a new stream while fewer than ``max_streams`` exist,
+it writes at least ``min_branch_bytes`` (smaller ones stay with a
+predecessor) and it does not run on the matrix engine (a branch led by a
+Conv or MatMul stays with a predecessor too: the device's matrix engine
+already spans every core, so a second stream of GEMMs only queues for it and
+pays the events; ``split_matrix`` lets them open streams as well), and otherwise joins the stream with the least work so far.  Host-to-device
 copies go on stream 0; other nodes without predecessors (the entry points
 of a body's parallel branches) are treated like new branches.  Stream ids are dense
 from 0 and recorded in ``node.meta["stream"]``.
@@ -14,7 +17,8 @@ from __future__ import annotations
 
 import networkx as nx
 
-from aircc.errors import CompileOptionError
+from aircc.errors import CompileOptionError, UnsupportedOpError
+from aircc.executor.kernels.registry import node_spec
 
 from ..ir.graph import Graph, Node
 
@@ -50,12 +54,21 @@ def _work(node: Node, graph: Graph) -> int:
     return total
 
 
+def _on_matrix_engine(node: Node) -> bool:
+    try:
+        return node_spec(node).engine == "cube"
+    except UnsupportedOpError:       # device control and copy nodes have no kernel entry
+        return False
+
+
 def assign_streams(graph: Graph, max_streams: int | None = None,
-                   min_branch_bytes: int | None = None) -> Graph:
+                   min_branch_bytes: int | None = None, split_matrix: bool | None = None) -> Graph:
     cap = DEFAULT_MAX_STREAMS if max_streams is None else max_streams
     threshold = DEFAULT_MIN_BRANCH_BYTES if min_branch_bytes is None else min_branch_bytes
     if graph.meta.get("min_branch_bytes") is not None and min_branch_bytes is None:
         threshold = graph.meta["min_branch_bytes"]
+    if split_matrix is None:
+        split_matrix = bool(graph.meta.get("split_matrix_branches", False))
     if cap < 1:
         raise CompileOptionError(f"--streams must be at least 1, got {cap}")
     dag = dataflow_dag(graph)
@@ -71,6 +84,8 @@ def assign_streams(graph: Graph, max_streams: int | None = None,
             s = 0 if tail else None
         elif chains:
             s = stream_of[max(chains, key=lambda p: load[stream_of[p]])]
+        elif preds and not split_matrix and _on_matrix_engine(graph.nodes[k]):
+            s = stream_of[preds[-1]]                      # a GEMM branch: no stream of its own
         elif len(tail) < cap and _work(graph.nodes[k], graph) >= threshold:
             s = None
         elif len(tail) < cap:
