@@ -140,6 +140,19 @@ def test_pointwise_accumulates_onto_a_broadcast_residual(gemm_impl):
     np.testing.assert_allclose(y, _reference_conv(x, w, b, {}, extra, True), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("with_bias,residual,relu", [(True, True, True), (False, False, False),
+                                                     (True, False, True)])
+def test_grouped_pointwise_is_one_batched_product(with_bias, residual, relu):
+    x, w = rand(2, 12, 5, 6), rand(9, 4, 1, 1)
+    b = rand(9) if with_bias else None
+    attrs = {"group": 3}
+    extra = rand(2, 9, 5, 6) if residual else None
+    fused = dict(attrs, **({"fused_add": 1} if residual else {}), **({"fused_relu": 1} if relu else {}))
+    tiling, y = _run_conv(x, w, b, fused, extra)
+    assert tiling["mode"] == "pointwise" and tiling["g"] == 3
+    np.testing.assert_allclose(y, _reference_conv(x, w, b, attrs, extra, relu), rtol=1e-4, atol=1e-4)
+
+
 def test_packed_layout_shape_rule_and_refusals():
     attrs = {"weight_layout": "HWOI", "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     ctx = InferContext([TensorType("float32", ("N", 16, 8, 8)), TensorType("float32", (3, 3, 4, 16))],
