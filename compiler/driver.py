@@ -120,7 +120,9 @@ def _lower_static(graph: Graph, options: CompileOptions, seconds: dict) -> tuple
     facts = {"arena_bytes": plan.arena_bytes, "lower_bound_bytes": plan.lower_bound_bytes,
              "no_reuse_bytes": plan.no_reuse_bytes, "memory_strategy": plan.strategy,
              "weights_bytes": sections["memory_plan"]["weights_bytes"],
-             "concats_in_place": len(plan.in_place), "values_in_place": len(plan.aliases)}
+             "concats_in_place": sum(n.op == "Concat" for n in graph.nodes if n.name in plan.in_place),
+             "reshapes_in_place": sum(n.op != "Concat" for n in graph.nodes if n.name in plan.in_place),
+             "values_in_place": len(plan.aliases)}
     return sections, weights, facts
 
 

@@ -197,3 +197,37 @@ def test_alias_group_is_one_buffer_with_every_writer():
     assert not any(b["name"] in "abcd" for b in plan["buffers"])   # placed as part of "cat"
     assert len(root["writers"]) == 5                               # four producers + the Concat
     assert root["first_task"] == min(root["writers"]) < max(root["writers"])
+
+
+def test_reshapes_are_their_inputs_bytes():
+    """Reshape / Flatten / Squeeze / Unsqueeze outputs are placed on their input (the
+    kernel copies nothing); a second reader of the input and a graph output still see
+    the right values."""
+    import numpy as np
+    import onnxruntime as ort
+    import aircc
+    from graphs import const
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["rs"], name="reshape"),
+             helper.make_node("Unsqueeze", ["rs", "ax"], ["u"], name="unsq"),
+             helper.make_node("Flatten", ["u"], ["f"], axis=1, name="flat"),
+             helper.make_node("Sigmoid", ["f"], ["y"], name="sig"),
+             helper.make_node("Tanh", ["r"], ["t"], name="tanh")]
+    m = model(nodes, [tensor("x", [2, 3, 4])], [tensor("y", [2, 12]), tensor("t", [2, 3, 4]),
+                                              tensor("u", [2, 1, 12])],
+              [const("shape", np.array([2, 12], np.int64)), const("ax", np.array([1], np.int64))])
+    compiled = compile_model(m, CompileOptions(streams=1))
+    plan = compiled.om.sections["memory_plan"]
+    aliases = {a["name"]: a for a in plan["aliases"]}
+    r = next(b for b in plan["buffers"] if b["name"] == "r")
+    assert {n: aliases[n]["offset"] for n in ("rs", "u", "f")} == dict.fromkeys(("rs", "u", "f"), r["offset"])
+    assert compiled.report["reshapes_in_place"] == 3
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    loaded = aircc.load(compiled.om)
+    for _ in range(3):
+        out = loaded.run({"x": x})
+        for name, want in zip(("y", "t", "u"), ref):
+            np.testing.assert_allclose(out[name], want, rtol=1e-6)
+    loaded.close()

@@ -10,12 +10,14 @@ buffers it conflicts with.  As in the graph engine, several orders are tried
 (largest first, schedule order, largest size x lifetime first, busiest task
 first) and the smallest arena wins.
 
-Concat in place: when the parts of a Concat are contiguous slices of its
-output (every dim before the axis is 1), each part that a device task writes
+Ops in place: when the parts of a Concat are contiguous slices of its output
+(every dim before the axis is 1), each part that a device task writes
 becomes an alias of its slice, so its producer writes straight into the
-concatenation and the Concat copies nothing (the node stays, a no-op that
-keeps its place in the streams and events).  An alias group (a Concat's output
-and its parts, nested Concats included) is placed as one buffer, live from
+concatenation and the Concat copies nothing; the output of a reshape
+(Reshape, Flatten, Squeeze, Unsqueeze) is an alias of its input, the same
+bytes in another shape.  Such a node stays, a no-op that keeps its place in
+the streams and events.  An alias group (a value and everything placed inside
+it, nested Concats and reshapes included) is placed as one buffer, live from
 its first writer to its last reader.
 
 The report gives the arena size, the lower bound (the most bytes that can be
@@ -210,14 +212,28 @@ def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT,
     return arena
 
 
-def concat_aliases(graph: Graph, buffers: dict[str, Buffer]) -> tuple[dict[str, Alias], dict[str, list[bool]]]:
-    """The parts of Concats that can live in their slice of the output (see module doc)."""
+#: Ops whose output is their first input's bytes in another shape.
+RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+def plan_aliases(graph: Graph, buffers: dict[str, Buffer]) -> tuple[dict[str, Alias], dict[str, list[bool]]]:
+    """Values that can live inside another buffer: the parts of Concats in their slice
+    of the output, the outputs of reshapes in their input (see module doc)."""
     aliases: dict[str, Alias] = {}
     in_place: dict[str, list[bool]] = {}
     if graph.meta.get("spans"):
         return aliases, in_place        # control flow rewrites values per iteration
     for node in graph.nodes:
-        if node.op != "Concat" or node.domain or node.meta.get("impl", "native") != "native":
+        if node.domain or node.meta.get("impl", "native") != "native":
+            continue
+        if node.op in RESHAPES:
+            src, out = node.inputs[0], node.outputs[0]
+            if src in buffers and out in buffers and out not in aliases \
+                    and buffers[src].size == buffers[out].size:
+                aliases[out] = Alias(out, src, 0)
+                in_place[node.name] = [True]
+            continue
+        if node.op != "Concat":
             continue
         out = node.outputs[0]
         t = graph.types.get(out)
@@ -259,7 +275,7 @@ def _merge_aliases(buffers: dict[str, Buffer], aliases: dict[str, Alias]) -> lis
 def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
     """Run every placement strategy and keep the smallest arena."""
     by_name = {b.name: b for b in collect_buffers(graph)}
-    aliases, in_place = concat_aliases(graph, by_name)
+    aliases, in_place = plan_aliases(graph, by_name)
     buffers = _merge_aliases(by_name, aliases)
     hb = HappensBefore(graph)
     streams = len({n.meta.get("stream", 0) for n in graph.nodes})

@@ -13,7 +13,10 @@ from aircc.executor.kernels.registry import InferContext, op
 
 
 def _copy_reshaped(ins, outs, attrs, tiling, ws) -> None:
-    """Kernel of every pure reshape: the data, in order, into the output's shape."""
+    """Kernel of every pure reshape: the data, in order, into the output's shape (nothing
+    to do when the memory plan put the output on the input's bytes: ``in_place``)."""
+    if attrs.get("in_place"):
+        return
     np.copyto(outs[0], ins[0].reshape(outs[0].shape))
 
 
