@@ -37,7 +37,9 @@ def _c(y: np.ndarray, v: float):
 # float32 passes over a cache-sized chunk, twice as fast as interpolating a float64
 # table.  float64 inputs use a Taylor series of erf(x)/x in x^2 for |x| < 1 and a
 # Chebyshev fit (in 1/x) of erfcx(x) = erfc(x) exp(x^2) on [1, 6] (~1e-15).
-_ERF_CHUNK = 16384
+# Chunks of 64k elements (256 KiB in float32) stay in a core's cache; smaller ones pay
+# numpy's per-call cost more often (16k took 20% longer on BERT's GELU).
+_ERF_CHUNK = 65536
 _ERF_P32 = [np.float32(c) for c in (           # high order first, in t = x^2
     -1.32018613e-08, 4.68471086e-06, 3.79606105e-04, 3.84959161e-03, 5.43168141e-02,
     1.85202914e-01, 1.12837917e+00)]
