@@ -6,6 +6,7 @@ import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels._common import axis_plain, carve, norm_axis, prod, view, workspace
+from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -28,6 +29,19 @@ def _views(x: np.ndarray, y: np.ndarray, attrs: dict, coerce: bool):
 #: A row whose exponentials, shifted by the tensor's maximum, sum to less than this
 #: is recomputed with its own maximum (see :func:`_softmax_rows`).
 ROW_SUM_FLOOR = 2.0 ** -40
+
+
+_ONES: dict = {}
+
+
+def _ones(n: int, dtype) -> np.ndarray:
+    """A read-only (n, 1) column of ones, made once per length and dtype."""
+    key = (n, np.dtype(dtype))
+    col = _ONES.get(key)
+    if col is None:
+        col = _ONES[key] = np.ones((n, 1), dtype)
+        col.flags.writeable = False
+    return col
 
 
 def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
@@ -54,8 +68,9 @@ def _softmax_rows(x: np.ndarray, y: np.ndarray) -> bool:
 
     Any shift gives the same softmax; a row maximum costs numpy a slow reduction
     over short contiguous rows, the tensor's maximum one fast pass.  Every
-    exponential is then at most 1 (no overflow), and each row is scaled by the
-    reciprocal of its sum instead of shifted and divided with broadcasts.  A row whose sum falls under ``ROW_SUM_FLOOR`` (its own
+    exponential is then at most 1 (no overflow), the row sums are one product with a
+    column of ones (numpy's reduction over short rows is slow too), and each row is
+    scaled by the reciprocal of its sum instead of shifted and divided with broadcasts.  A row whose sum falls under ``ROW_SUM_FLOOR`` (its own
     maximum far below the tensor's) would lose precision to underflow: those rows
     are redone with their own maximum.  False (nothing written) when the maximum
     is not finite (NaN or infinite inputs): the exact path handles those."""
@@ -64,7 +79,9 @@ def _softmax_rows(x: np.ndarray, y: np.ndarray) -> bool:
         return False
     np.subtract(x, top, out=y)
     np.exp(y, out=y)
-    sums = np.add.reduce(y, axis=1)
+    sums = np.empty((x.shape[0], 1), y.dtype)
+    gemm(y, _ones(x.shape[1], y.dtype), sums)         # row sums: one BLAS product
+    sums = sums.reshape(-1)
     low = np.flatnonzero(sums < ROW_SUM_FLOOR)
     if low.size:
         rows = x[low]                      # a copy: fancy indexing
