@@ -122,6 +122,38 @@ def test_attention_scores_scale_and_mask_fuse_into_the_matmul():
             np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-6)
 
 
+def test_residual_add_fuses_into_the_layernorm_after_it():
+    """Add(x, h) -> LayerNormalization: one launch; an Add read elsewhere, or one whose
+    result is bigger than the operand that would be X, stays."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("Add", ["h", "x"], ["s"]),
+             helper.make_node("LayerNormalization", ["s", "g", "b"], ["y"], axis=-1, epsilon=1e-5),
+             helper.make_node("Add", ["x", "bias"], ["s2"]),
+             helper.make_node("LayerNormalization", ["s2", "g"], ["y2"], axis=-1),
+             helper.make_node("Add", ["x", "h"], ["s3"]),
+             helper.make_node("LayerNormalization", ["s3", "g"], ["y3"], axis=-1),
+             helper.make_node("Relu", ["s3"], ["r3"])]
+    m = model(nodes, [tensor("x", ["B", 5, 8]), tensor("h", ["B", 5, 8])],
+              [tensor("y", ["B", 5, 8]), tensor("y2", ["B", 5, 8]), tensor("y3", ["B", 5, 8]),
+               tensor("r3", ["B", 5, 8])],
+              [const("g", rng.random(8).astype(np.float32) + 0.5),
+               const("b", rng.standard_normal(8).astype(np.float32)),
+               const("bias", rng.standard_normal(8).astype(np.float32))])
+    m.opset_import[0].version = 17
+    feeds = {"x": rng.standard_normal((2, 5, 8)).astype(np.float32),
+             "h": rng.standard_normal((2, 5, 8)).astype(np.float32)}
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for mode in ("dynamic", "static"):
+        compiled = aircc.compile(m, mode=mode, input_shapes={"x": [2, 5, 8], "h": [2, 5, 8]})
+        ops = [n.op for n in compiled.graph.nodes if n.op in ("Add", "LayerNormalization")]
+        assert ops.count("Add") == 1 and compiled.report["fused_add_layernorm"] == 2
+        got = aircc.load(compiled).run(feeds)
+        for name, r in zip(("y", "y2", "y3", "r3"), ref):
+            np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-5)
+
+
 def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
     from conftest import light_path
 

@@ -14,6 +14,7 @@ from ..ir.graph import Graph
 from ..ir.verifier import verify
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
+from .fuse_add_layernorm import fuse_add_layernorm
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
@@ -29,11 +30,12 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold-batchnorm": fold_batchnorm,
     "fuse-epilogues": fuse_epilogues,
     "fuse-elementwise": fuse_elementwise,
+    "fuse-add-layernorm": fuse_add_layernorm,
     "pack-weights": pack_weights,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "fuse-elementwise", "pack-weights", "dce",
+                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce",
                     "infer-shapes"]
 
 

@@ -122,6 +122,8 @@ class LayerNormalization:
         red = tuple(xs[:axis]) + (1,) * (len(xs) - axis)
         outs = [TensorType(xt.dtype, xs)]
         outs += [TensorType(stash, red)] * (ctx.num_outputs - 1)
+        if ctx.attrs.get("fused_add") and (ctx.num_inputs < 4 or ctx.input_type(3).dtype != xt.dtype):
+            ctx.fail("fused_add needs the residual as input 3, of X's dtype")
         if ctx.num_outputs > 3:
             ctx.fail("LayerNormalization has at most 3 outputs")
         return outs
@@ -131,6 +133,9 @@ class LayerNormalization:
         x, scale = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
+        if attrs.get("fused_add"):          # the residual Add before it (fuse-add-layernorm)
+            np.add(x, ins[3], out=y)
+            x = y
         axis = axis_plain(attrs.get("axis", -1), x.ndim)
         rows = prod(x.shape[:axis])
         cols = prod(x.shape[axis:])
