@@ -252,7 +252,8 @@ def test_passes_and_printer_work_inside_bodies():
     assert [n.op for n in then_body.nodes] == ["Mul"]
     assert float(then_body.constants["k2"]) == 9.0
     text = print_graph(g)
-    assert "graph @then_branch() -> (%t) {" in text and "graph @else_branch() -> (%e) {" in text
+    assert "graph @then_branch() -> (%t) as then_branch {" in text
+    assert "graph @else_branch() -> (%e) as else_branch {" in text
     assert text.index("If(") < text.index("graph @then_branch")
     dev = aircc.load(aircc.compile(m, mode="static").om)
     x = np.ones((2, 3), np.float32)

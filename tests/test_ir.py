@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from aircc.compiler.frontend.onnx_import import import_onnx
 from aircc.compiler.ir.graph import Graph, Node, TensorType
@@ -133,6 +133,26 @@ def test_print_parse_print_round_trips(name):
         verify(again, require_types=False)
         assert print_graph(again) == text
         assert [n.meta.get("stream") for n in again.nodes] == [n.meta.get("stream") for n in g.nodes]
+
+
+def test_regions_print_and_parse_with_the_attribute_they_came_from():
+    from aircc.compiler.ir.parser import parse_graph
+    from graphs import tensor as vi
+
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Relu", ["h_in"], ["h_out"])], "loop_body",
+                             [vi("i", [], TensorProto.INT64), vi("c_in", [], TensorProto.BOOL),
+                              vi("h_in", [2])], [vi("c_out", [], TensorProto.BOOL), vi("h_out", [2])])
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)], "g",
+        [vi("n", [], TensorProto.INT64), vi("x", [2])], [vi("y", [2])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    g = import_onnx(m)
+    text = print_graph(g)
+    assert "graph @loop_body(" in text and ") as body {" in text
+    again = parse_graph(text, g.constants)
+    assert again.nodes[0].regions[0].meta["attribute"] == "body"
+    assert print_graph(again) == text
 
 
 def test_parser_reports_errors_and_needs_resources_for_digests():

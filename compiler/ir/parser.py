@@ -156,6 +156,9 @@ def _parse_region(lines: list[str], i: int, resources) -> tuple[Graph, int]:
         if head.peek(","):
             head.take()
     head.take(value=")")
+    if head.peek("as"):                  # a region: the attribute of its node it came from
+        head.take()
+        g.meta["attribute"] = head.take("word")
     i += 1
     while i < len(lines):
         line = lines[i]

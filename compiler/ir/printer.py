@@ -90,7 +90,9 @@ def print_graph(graph: Graph, indent: str = "") -> str:
     """The whole region as text, nested regions indented."""
     ins = ", ".join(f"{value_ref(i)}: {format_type(graph.types.get(i))}" for i in graph.inputs)
     outs = ", ".join(value_ref(o) for o in graph.outputs)
-    lines = [f"{indent}graph @{graph.name}({ins}) -> ({outs}) {{"]
+    attr = graph.meta.get("attribute")     # the attribute of its node a region came from
+    role = f" as {attr}" if isinstance(attr, str) and attr else ""
+    lines = [f"{indent}graph @{graph.name}({ins}) -> ({outs}){role} {{"]
     inner = indent + "  "
     for name in graph.constants:
         arr = graph.constants[name]
