@@ -241,6 +241,7 @@ POOL_CASES = [
     ((2, 3, 6, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
     ((1, 2, 5, 9), {"kernel_shape": [2, 4], "pads": [0, 1, 1, 2]}),
     ((1, 2, 5, 6), {"kernel_shape": [1, 3], "pads": [0, 0, 0, 2]}),
+    ((1, 2, 8, 8), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]}),  # rows 2x
     ((1, 2, 11, 11), {"kernel_shape": [2, 2], "strides": [3, 3], "pads": [1, 1, 0, 0]}),
     ((2, 3, 20), {"kernel_shape": [4], "strides": [2], "pads": [1, 2]}),
     ((1, 2, 6, 7, 5), {"kernel_shape": [2, 3, 2], "pads": [0, 1, 1, 1, 1, 0]}),

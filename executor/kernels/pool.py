@@ -100,27 +100,29 @@ def _tap_ranges(n_out: int, size: int, k: int, stride: int, pad: int) -> list[li
     return ranges
 
 
-def _reduce_rows_flat(dst: np.ndarray, src: np.ndarray, ranges, ufunc, fill) -> None:
-    """The last-axis pass at stride 1 when output rows are as long as input rows: each
-    tap is one pass over the whole flattened array (shifted by the tap's offset) instead
-    of one short run per row; the few border columns, where a tap fell into the padding
-    or the neighbouring row, are then redone from their valid taps."""
+def _reduce_rows_flat(dst: np.ndarray, src: np.ndarray, ranges, stride: int, ufunc, fill) -> None:
+    """The last-axis pass when input rows are exactly ``stride`` output rows long: output
+    position p of the flattened array reads input position stride * p + d, so each tap
+    is one pass over the whole array (d is the tap's offset) instead of one short run
+    per row; the few border columns, where a tap fell into the padding or the
+    neighbouring row, are then redone from their valid taps."""
     width = dst.shape[-1]
     yf, xf = dst.reshape(-1), src.reshape(-1)
-    n = yf.size
-    shifts = [i0 - o0 for o0, _, i0 in ranges]
+    n, nx = yf.size, xf.size
+    shifts = [i0 - stride * o0 for o0, _, i0 in ranges]
     first = shifts.index(0) if 0 in shifts else None
     if first is None:
         yf[...] = fill
     else:
-        np.copyto(yf, xf)
+        np.copyto(yf, xf[:stride * (n - 1) + 1:stride])
     for k, d in enumerate(shifts):
         if k != first:
-            lo, hi = max(0, -d), n - max(0, d)
-            ufunc(yf[lo:hi], xf[lo + d:hi + d], out=yf[lo:hi])
-    y2, x2 = dst.reshape(-1, width), src.reshape(-1, width)
+            lo = -(d // stride) if d < 0 else 0
+            hi = min(n, (nx - 1 - d) // stride + 1)
+            ufunc(yf[lo:hi], xf[stride * lo + d:stride * (hi - 1) + d + 1:stride], out=yf[lo:hi])
+    y2, x2 = dst.reshape(-1, width), src.reshape(-1, src.shape[-1])
     for c in range(width):
-        valid = [c + d for (o0, o1, _), d in zip(ranges, shifts) if o0 <= c < o1]
+        valid = [stride * c + d for (o0, o1, _), d in zip(ranges, shifts) if o0 <= c < o1]
         if len(valid) == len(ranges):
             continue
         if not valid:
@@ -135,9 +137,9 @@ def _reduce_axis(dst: np.ndarray, src: np.ndarray, ranges, stride: int, axis: in
                  ufunc, fill) -> None:
     """dst[..., o, ...] = ufunc over the taps of src along ``axis`` (no padded copy)."""
     n_out = dst.shape[axis]
-    if axis == dst.ndim - 1 and stride == 1 and src.shape[-1] == n_out and dst.flags.c_contiguous \
+    if axis == dst.ndim - 1 and src.shape[-1] == stride * n_out and dst.flags.c_contiguous \
             and src.flags.c_contiguous and len(ranges) > 1:
-        _reduce_rows_flat(dst, src, ranges, ufunc, fill)
+        _reduce_rows_flat(dst, src, ranges, stride, ufunc, fill)
         return
 
     def at(a, sl):
