@@ -57,8 +57,9 @@ def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
 
 
 def _softmax_exact(x: np.ndarray, y: np.ndarray, axis: int) -> None:
-    """Shift each row by its own maximum."""
-    np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    """Shift each row by its own maximum (a row holding +inf gives NaN, as in onnxruntime)."""
+    with np.errstate(invalid="ignore"):
+        np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
     np.exp(y, out=y)
     np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
 
