@@ -154,6 +154,42 @@ def test_residual_add_fuses_into_the_layernorm_after_it():
             np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-5)
 
 
+def test_batchnorm_scale_moves_into_the_next_convs_weights():
+    """BN + Relu -> Conv becomes Add(t/s) + Relu -> Conv(W*s) when every scale s > 0
+    (a padded 3x3 keeps its zero pads); a negative scale, or a second reader, keeps the BN."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(6)
+    c = 6
+
+    def bn_params(prefix, sign=1.0):
+        gamma = sign * (rng.random(c).astype(np.float32) + 0.5)
+        return [const(f"{prefix}g", gamma), const(f"{prefix}b", rng.standard_normal(c).astype(np.float32)),
+                const(f"{prefix}m", rng.standard_normal(c).astype(np.float32)),
+                const(f"{prefix}v", rng.random(c).astype(np.float32) + 0.5)]
+
+    inits = bn_params("p") + bn_params("n", -1.0) + [
+        const("W", rng.standard_normal((4, c, 3, 3)).astype(np.float32)),
+        const("W2", rng.standard_normal((4, c, 1, 1)).astype(np.float32))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "pg", "pb", "pm", "pv"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "W"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["x", "ng", "nb", "nm", "nv"], ["a2"]),
+             helper.make_node("Relu", ["a2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "W2"], ["y2"])]
+    m = model(nodes, [tensor("x", [2, c, 5, 5])], [tensor("y", [2, 4, 5, 5]), tensor("y2", [2, 4, 5, 5])],
+              inits)
+    compiled = aircc.compile(m)
+    assert compiled.report["pushed_bn_scales"] == 1
+    ops = [n.op for n in compiled.graph.nodes]
+    assert ops.count("BatchNormalization") == 1 and "ElementwiseChain" in ops
+    feeds = {"x": rng.standard_normal((2, c, 5, 5)).astype(np.float32)}
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = aircc.load(compiled).run(feeds)
+    np.testing.assert_allclose(got["y"], ref[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got["y2"], ref[1], rtol=1e-4, atol=1e-4)
+
+
 def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
     from conftest import light_path
 

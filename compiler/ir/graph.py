@@ -125,6 +125,14 @@ class Graph:
                     users.setdefault(i, []).append(n)
         return users
 
+    def only_reader(self, value: str, users: dict[str, list[Node]]) -> Node | None:
+        """The one node that reads ``value`` (``users`` from :meth:`consumers`), if exactly
+        one does and it is not a graph output: what a fusion may fold ``value`` into."""
+        readers = users.get(value, [])
+        if len(readers) != 1 or value in self.outputs:
+            return None
+        return readers[0]
+
     def walk(self) -> Iterator[Node]:
         """Every node, nested regions included (pre-order)."""
         for n in self.nodes:

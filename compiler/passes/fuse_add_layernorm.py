@@ -21,11 +21,8 @@ def fuse_add_layernorm(graph: Graph) -> Graph:
                 or add.meta.get("impl") == "fallback":
             continue
         out = add.outputs[0]
-        readers = users.get(out, [])
-        if len(readers) != 1 or out in graph.outputs:
-            continue
-        ln = readers[0]
-        if ln.op != "LayerNormalization" or ln.domain or ln.inputs[0] != out \
+        ln = graph.only_reader(out, users)
+        if ln is None or ln.op != "LayerNormalization" or ln.domain or ln.inputs[0] != out \
                 or ln.inputs.count(out) != 1 or ln.attrs.get("fused_add") or len(ln.outputs) > 1:
             continue
         t_out = graph.types.get(out)

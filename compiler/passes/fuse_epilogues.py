@@ -16,13 +16,6 @@ FUSABLE = ("Conv", "MatMul")
 RELU_ONLY = ("BatchNormalization",)     # fuse a following Relu, no Add
 
 
-def _only_reader(graph: Graph, users: dict, value: str) -> Node | None:
-    readers = users.get(value, [])
-    if len(readers) != 1 or value in graph.outputs:
-        return None
-    return readers[0]
-
-
 def _add_operand(graph: Graph, node: Node, add: Node, value: str) -> str | None:
     """The operand of ``add`` that is not ``value``, if adding it keeps ``value``'s shape."""
     if add.op == "Sum" and len(add.inputs) != 2:
@@ -66,7 +59,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 or node.meta.get("impl") == "fallback":
             continue
         out = node.outputs[0]
-        scale = _only_reader(graph, users, out) if node.op == "MatMul" else None
+        scale = graph.only_reader(out, users) if node.op == "MatMul" else None
         factor = _scale_factor(graph, node, scale, out) if scale is not None else None
         if factor is not None:
             node.attrs["fused_scale"] = factor
@@ -76,7 +69,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
             users = graph.consumers()
             fused += 1
             out = node.outputs[0]
-        add = _only_reader(graph, users, out) if node.op in FUSABLE else None
+        add = graph.only_reader(out, users) if node.op in FUSABLE else None
         other = _add_operand(graph, node, add, out) if add is not None else None
         if other is not None:
             slot = 3 if node.op == "Conv" else 2
@@ -89,7 +82,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
             users = graph.consumers()
             fused += 1
             out = node.outputs[0]
-        relu = _only_reader(graph, users, out)
+        relu = graph.only_reader(out, users)
         if relu is not None and relu.op == "Relu" and not relu.domain and relu.name not in removed:
             node.attrs["fused_relu"] = 1
             graph.types.pop(out, None)

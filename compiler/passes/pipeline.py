@@ -15,6 +15,7 @@ from ..ir.verifier import verify
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
 from .fuse_add_layernorm import fuse_add_layernorm
+from .push_bn_scale import push_bn_scale
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
@@ -31,11 +32,12 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-epilogues": fuse_epilogues,
     "fuse-elementwise": fuse_elementwise,
     "fuse-add-layernorm": fuse_add_layernorm,
+    "push-bn-scale": push_bn_scale,
     "pack-weights": pack_weights,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce",
+                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "push-bn-scale", "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce",
                     "infer-shapes"]
 
 
