@@ -41,7 +41,7 @@ class Run:
 
     The record is made once per program and re-armed for every execution: the
     host only hands over the feeds and the result slots and takes the ``done``
-    lock (:meth:`arm`); the control processor clears the rest (:meth:`start`)
+    lock (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
     before any stream sees the run.
     """
 
@@ -68,7 +68,7 @@ class Run:
         self.done.acquire()
 
     def start(self, events: list[Event]) -> None:
-        """Device side: clear what the last execution left (on the control processor)."""
+        """Device side: clear what the last execution left (by the model-execute task)."""
         self.pending = self._streams
         self.error, self.cancelled = None, False
         self.base = [ev._generation for ev in events]
@@ -187,7 +187,7 @@ class VirtualDevice:
 
     def submit(self, program: DeviceProgram, feeds: list, results: list) -> Run:
         """The host's half of :meth:`execute`: arm the program's run record and hand it to
-        the control processor.  Holds ``program.lock`` until :meth:`finish`."""
+        the device (its first stream).  Holds ``program.lock`` until :meth:`finish`."""
         if self.closed:
             self._check_open()
         program.lock.acquire()     # one execution of a program at a time: its run record is reused
