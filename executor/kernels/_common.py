@@ -289,6 +289,20 @@ def phase_bytes(plan: dict, planes_per_phase: int, itemsize: int) -> int:
                  * itemsize)
 
 
+def pad_into(dst: np.ndarray, src: np.ndarray, pb, pe, fill=0) -> None:
+    """Copy ``src`` (C, *sp) into ``dst`` (C, *padded) with ``fill`` in the borders."""
+    nsp = len(pb)
+    for i in range(nsp):
+        size = dst.shape[1 + i]
+        for sl in (slice(0, pb[i]), slice(size - pe[i], size)):
+            if sl.stop > sl.start:
+                idx = [slice(None)] * (1 + nsp)
+                idx[1 + i] = sl
+                dst[tuple(idx)] = fill
+    interior = (slice(None),) + tuple(slice(pb[i], pb[i] + src.shape[1 + i]) for i in range(nsp))
+    dst[interior] = src
+
+
 def pad_into_phases(x: np.ndarray, ws: np.ndarray, offset: int, plan: dict, fill) -> np.ndarray:
     """Write the padded ``x`` (lead..., H, W) into its stride phases in the workspace.
 

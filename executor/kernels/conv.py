@@ -22,7 +22,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels._common import (
-    BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, epilogue, is_int, pad_into_phases,
+    BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, epilogue, is_int, pad_into,
+    pad_into_phases,
     phase_bytes, phase_plan, prod, view, window_attrs, window_geometry, window_out_dims,
     workspace)
 from aircc.executor.kernels.blas import gemm
@@ -40,20 +41,6 @@ def logical_weight_shape(ws, attrs) -> tuple:
     if attrs.get("weight_layout", "OIHW") == PACKED and len(ws) == 4:
         return (ws[2], ws[3], ws[0], ws[1])
     return tuple(ws)
-
-
-def pad_into(dst: np.ndarray, src: np.ndarray, pb, pe, fill=0) -> None:
-    """Copy ``src`` (C, *sp) into ``dst`` (C, *padded) with ``fill`` in the borders."""
-    nsp = len(pb)
-    for i in range(nsp):
-        size = dst.shape[1 + i]
-        for sl in (slice(0, pb[i]), slice(size - pe[i], size)):
-            if sl.stop > sl.start:
-                idx = [slice(None)] * (1 + nsp)
-                idx[1 + i] = sl
-                dst[tuple(idx)] = fill
-    interior = (slice(None),) + tuple(slice(pb[i], pb[i] + src.shape[1 + i]) for i in range(nsp))
-    dst[interior] = src
 
 
 def windows(xp: np.ndarray, kernel, strides, dilations, out_sp, start0: int = 0) -> np.ndarray:

@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels._common import (
-    align, carve, check_window_attrs, ensure_tiling, lowest, pad_into_phases, phase_bytes,
+    align, carve, check_window_attrs, ensure_tiling, lowest, pad_into, pad_into_phases, phase_bytes,
     phase_plan, prod, view, window_attrs, window_geometry, window_out_dims, workspace)
 from aircc.executor.kernels.registry import InferContext, op
 
@@ -190,17 +190,8 @@ def _padded_input(x: np.ndarray, t: dict, ws, fill) -> np.ndarray:
     if not t["padded"]:
         return x
     xp = carve(workspace(ws, t["workspace"]), 0, (*x.shape[:2], *t["psp"]), x.dtype)
-    nsp = x.ndim - 2
-    pb, pe = t["pb"], t["pe_full"]
-    for i in range(nsp):
-        size = xp.shape[2 + i]
-        for sl in (slice(0, pb[i]), slice(size - pe[i], size)):
-            if sl.stop > sl.start:
-                idx = [slice(None)] * (2 + nsp)
-                idx[2 + i] = sl
-                xp[tuple(idx)] = fill
-    xp[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + x.shape[2 + i])
-                                          for i in range(nsp))] = x
+    nc = x.shape[0] * x.shape[1]
+    pad_into(xp.reshape(nc, *t["psp"]), x.reshape(nc, *x.shape[2:]), t["pb"], t["pe_full"], fill)
     return xp
 
 
