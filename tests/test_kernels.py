@@ -301,9 +301,23 @@ def test_global_pool(op_type, xs):
 # ==================================================================== Gemm / MatMul
 @pytest.mark.parametrize("a,b", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4, 5)),
                                  ((3, 4), (4,)), ((4,), (4,)), ((2, 1, 3, 4), (5, 4, 2)),
-                                 ((1, 3, 4), (2, 4, 6))])
+                                 ((1, 3, 4), (2, 4, 6)), ((2, 3, 5, 4), (4, 6))])
 def test_matmul(a, b):
     check("MatMul", [rand(*a), rand(*b)], opset=13)
+
+
+def test_matmul_rows_as_one_gemm_writes_into_its_output():
+    """(..., M, K) @ (K, N) runs as one GEMM over every row, written in place; a strided
+    output (a slice of a larger buffer) takes numpy's per-matrix path instead."""
+    from aircc.executor.kernels.gemm import MatMul
+    a, b = rand(2, 3, 5, 4), rand(4, 6)
+    y = np.full((2, 3, 5, 6), np.nan, np.float32)
+    MatMul.kernel([a, b], [y], {}, {}, None)
+    np.testing.assert_allclose(y, np.matmul(a, b), rtol=1e-6)
+    big = np.full((2, 3, 5, 8), np.nan, np.float32)
+    MatMul.kernel([a, b], [big[..., :6]], {}, {}, None)
+    np.testing.assert_allclose(big[..., :6], np.matmul(a, b), rtol=1e-6)
+    assert np.isnan(big[..., 6:]).all()
 
 
 def test_matmul_int():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import broadcast_shapes, epilogue, is_int
+from aircc.executor.kernels._common import broadcast_shapes, epilogue, is_int, view
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -34,7 +34,12 @@ class MatMul:
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        np.matmul(ins[0], ins[1], out=outs[0])
+        a, b, y = ins[0], ins[1], outs[0]
+        if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:
+            # (..., M, K) @ (K, N): one GEMM over every row; numpy would make one per matrix
+            np.matmul(a.reshape(-1, a.shape[-1]), b, out=view(y, (-1, y.shape[-1])))
+        else:
+            np.matmul(a, b, out=y)
         if "fused_scale" in attrs:
             np.multiply(outs[0], outs[0].dtype.type(attrs["fused_scale"]), out=outs[0])
         epilogue(outs[0], ins[2] if len(ins) > 2 else None, attrs)
