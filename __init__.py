@@ -56,8 +56,9 @@ def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_
                       pad_to_gear=pad_to_gear, replay=replay)
 
 
-def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0):
-    """A new virtual device with ``memory_bytes`` of memory."""
+def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None):
+    """A new virtual device with ``memory_bytes`` of memory, its stream workers on ``cpus``
+    (e.g. ``"0"``; default ``$AIR_DEVICE_CPUS``, else not pinned)."""
     from .executor.device.device import VirtualDevice as _Device
 
-    return _Device(memory_bytes, device_id)
+    return _Device(memory_bytes, device_id, cpus)

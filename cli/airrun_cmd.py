@@ -57,6 +57,9 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write outputs to this .npz.")
 @click.option("--device-memory", default=None, metavar="BYTES",
               help="Device memory capacity, e.g. 2G or 512M (default 8G or $AIR_DEVICE_MEMORY).")
+@click.option("--device-cpus", default=None, metavar="LIST",
+              help="Run the device's stream workers, and airrun's host thread while it runs the "
+                   "model, on these CPUs, e.g. 0 or 0-1 (default $AIR_DEVICE_CPUS, else not pinned).")
 @click.option("--quiet", is_flag=True, help="Do not print output values.")
 @click.option("--stats", "show_stats", is_flag=True,
               help="Print run statistics: host time per op, tiling cache, host ops, allocator peaks.")
@@ -72,14 +75,17 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
 @click.option("--benchmark", type=click.IntRange(min=1), default=None, metavar="N",
               help="Time N runs after 3 warm-up runs: latency median/mean/p90/min, throughput, "
                    "host time per inference.")
-def main(model, input_specs, random_seed, output, device_memory, quiet, show_stats, runtime_cores,
-         pad_to_gear, no_replay, repeat, benchmark):
+def main(model, input_specs, random_seed, output, device_memory, device_cpus, quiet, show_stats,
+         runtime_cores, pad_to_gear, no_replay, repeat, benchmark):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     try:
         import aircc
         from aircc.executor.device.device import VirtualDevice, parse_bytes
 
-        device = VirtualDevice(parse_bytes(device_memory)) if device_memory else None
+        device = None
+        if device_memory or device_cpus:
+            device = VirtualDevice(parse_bytes(device_memory) if device_memory else None,
+                                   cpus=device_cpus)
         t0 = time.perf_counter()
         m = aircc.load(model, device=device, pad_to_gear=pad_to_gear, replay=not no_replay,
                        runtime_core_number=int(runtime_cores) if runtime_cores else None)
@@ -90,12 +96,13 @@ def main(model, input_specs, random_seed, output, device_memory, quiet, show_sta
             feeds = read_inputs(input_specs, m.inputs)
         else:
             raise click.UsageError("give --input FILE.npy (or --random SEED)")
-        if benchmark:
-            click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
-        t0 = time.perf_counter()
-        for _ in range(repeat):
-            outputs = m.run(feeds)
-        run_s = (time.perf_counter() - t0) / repeat
+        with m.device.host_thread_on_device_cpus():
+            if benchmark:
+                click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                outputs = m.run(feeds)
+            run_s = (time.perf_counter() - t0) / repeat
     except AirccError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)

@@ -133,3 +133,19 @@ def test_airrun_benchmark_reports_latency_statistics(tmp_path):
     assert "7 runs" in line and "median" in line and "p90" in line and "inferences/s" in line
     median = float(line.split("median ")[1].split(" ms")[0])
     assert median > 0
+
+
+def test_airrun_device_cpus(tmp_path):
+    import os
+
+    om, _ = _compile(tmp_path)
+    before = os.sched_getaffinity(0)
+    first = min(before)
+    r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--quiet",
+                                    "--device-cpus", str(first), "--benchmark", "3"])
+    assert r.exit_code == 0, r.output
+    assert "probs: float32[4, 10]" in r.output and "3 runs" in r.output
+    assert os.sched_getaffinity(0) == before          # the host thread is put back
+    r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy",
+                                    "--device-cpus", str(max(before) + 1)])
+    assert r.exit_code == 2 and "not all available" in r.output

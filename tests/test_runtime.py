@@ -187,3 +187,44 @@ def test_corrupt_om_is_rejected_and_loader_still_works(mlp_om, device):
     model = aircc.load(mlp_om, device=device)
     assert model.run({"input": np.load(f"{SAMPLES}/mlp_input.npy")})["probs"].shape == (4, 10)
     model.close()
+
+
+def test_device_cpus_pin_the_stream_workers_and_bad_lists_are_refused(mlp_om):
+    """Workers of a device made with ``cpus`` run on those CPUs only; the host thread is
+    pinned inside ``host_thread_on_device_cpus`` and put back after; a CPU the process
+    cannot use, or a malformed list, is a DeviceError naming it, and nothing is created."""
+    import os
+
+    from aircc.errors import DeviceError
+    from aircc.executor.device.device import parse_cpus
+
+    assert parse_cpus("0") == {0} and parse_cpus("0-2,5") == {0, 1, 2, 5}
+    first = min(os.sched_getaffinity(0))
+    dev = VirtualDevice(64 << 20, cpus=str(first))
+    try:
+        model = aircc.load(mlp_om, device=dev)
+        x = np.load(f"{SAMPLES}/mlp_input.npy")
+        before = os.sched_getaffinity(0)
+        with dev.host_thread_on_device_cpus():
+            assert os.sched_getaffinity(0) == {first}
+            y = model.run({"input": x})["probs"]
+        assert os.sched_getaffinity(0) == before
+        np.testing.assert_allclose(y.sum(axis=1), 1, rtol=1e-5)
+        workers = [t for t in threading.enumerate() if t.name.startswith(f"dev{dev.id}-")]
+        mine = [s._worker for s in dev.streams] + [dev._control._worker]
+        assert mine and all(w in workers for w in mine)
+        assert all(os.sched_getaffinity(w.native_id) == {first} for w in mine)
+        model.close()
+    finally:
+        dev.close()
+    missing = max(os.sched_getaffinity(0)) + 1
+    for bad, words in ((str(missing), "not all available"), ("x-1", "bad CPU list"), ("", "no CPU")):
+        with pytest.raises(DeviceError, match=words):
+            VirtualDevice(1 << 20, cpus=bad if bad else " ")
+    unpinned = VirtualDevice(1 << 20)
+    try:
+        assert unpinned.cpus is None
+        with unpinned.host_thread_on_device_cpus():
+            assert os.sched_getaffinity(0) == before
+    finally:
+        unpinned.close()

@@ -8,6 +8,7 @@ program with no task lists goes to the device's control processor.)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -20,6 +21,39 @@ from .memory import DeviceMemory
 from .stream import Event, Stream
 
 DEFAULT_MEMORY_BYTES = 8 << 30
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """``"0"``, ``"0,1"``, ``"0-3,6"`` -> a set of CPU numbers."""
+    cpus: set[int] = set()
+    text = text.replace(" ", "")
+    if not text:
+        raise DeviceError("empty CPU list: no CPU in it")
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise DeviceError(f"bad CPU list {text!r}: expected e.g. '0', '0,1' or '0-3'") from None
+    if not cpus:
+        raise DeviceError(f"bad CPU list {text!r}: no CPU in it")
+    return frozenset(cpus)
+
+
+def check_cpus(cpus) -> frozenset[int] | None:
+    """``cpus`` (a CPU list string or numbers) checked against the CPUs this process may
+    use; None stays None (no pinning)."""
+    if cpus is None:
+        return None
+    cpus = parse_cpus(cpus) if isinstance(cpus, str) else frozenset(int(c) for c in cpus)
+    if not hasattr(os, "sched_setaffinity"):
+        raise DeviceError("pinning device workers to CPUs is not supported on this platform "
+                          "(no sched_setaffinity)")
+    allowed = os.sched_getaffinity(0)
+    if not cpus or not cpus <= allowed:
+        raise DeviceError(f"device CPUs {sorted(cpus)} are not all available to this process "
+                          f"(available: {sorted(allowed)})")
+    return cpus
 
 
 def parse_bytes(text: str) -> int:
@@ -127,16 +161,27 @@ class DeviceProgram:
 
 
 class VirtualDevice:
-    """A device with ``memory_bytes`` of real memory and in-order streams."""
+    """A device with ``memory_bytes`` of real memory and in-order streams.
 
-    def __init__(self, memory_bytes: int | None = None, device_id: int = 0):
+    ``cpus`` (a set of CPU numbers or a list like ``"0"`` / ``"0-1"``; default
+    ``$AIR_DEVICE_CPUS``, else unpinned): the host CPUs the device's stream workers run
+    on.  Handing a task from one thread to another costs a wake-up, and on an idle CPU
+    of a virtual machine that is tens of microseconds; a small model whose host thread
+    shares the workers' CPU hands over in a few.  The BLAS pool is not pinned: GEMMs
+    still use every core.
+    """
+
+    def __init__(self, memory_bytes: int | None = None, device_id: int = 0, cpus=None):
         if memory_bytes is None:
             env = os.environ.get("AIR_DEVICE_MEMORY")
             memory_bytes = parse_bytes(env) if env else DEFAULT_MEMORY_BYTES
+        if cpus is None:
+            cpus = os.environ.get("AIR_DEVICE_CPUS") or None
+        self.cpus = check_cpus(cpus)
         self.id = device_id
         self.memory = DeviceMemory(memory_bytes)
         self.streams: list[Stream] = []
-        self._control = Stream(-1, name=f"dev{device_id}-control")
+        self._control = Stream(-1, name=f"dev{device_id}-control", cpus=self.cpus)
         self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0}
         self._lock = threading.Lock()
         self.cube = threading.Lock()
@@ -156,10 +201,25 @@ class VirtualDevice:
             return call
         return lambda: kernel(ins, outs, attrs, tiling, ws)
 
+    @contextlib.contextmanager
+    def host_thread_on_device_cpus(self):
+        """Run the calling (host) thread on the device's CPUs inside the block, then put
+        its affinity back (threads it creates meanwhile inherit the pin).  No-op when
+        the device is not pinned."""
+        if not self.cpus:
+            yield
+            return
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, self.cpus)
+        try:
+            yield
+        finally:
+            os.sched_setaffinity(0, before)
+
     # ------------------------------------------------------------- resources
     def create_stream(self, priority: int = 0) -> Stream:
         self._check_open()
-        s = Stream(len(self.streams), priority, name=f"dev{self.id}")
+        s = Stream(len(self.streams), priority, name=f"dev{self.id}", cpus=self.cpus)
         self.streams.append(s)
         return s
 

@@ -8,9 +8,10 @@ resetting it.
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
-from typing import Callable
+from typing import Callable, Collection
 
 from aircc.errors import StreamSyncTimeoutError
 
@@ -45,11 +46,13 @@ class Event:
 
 
 class Stream:
-    """An in-order task queue with its own device worker."""
+    """An in-order task queue with its own device worker (on ``cpus`` if given)."""
 
-    def __init__(self, stream_id: int, priority: int = 0, name: str = "device"):
+    def __init__(self, stream_id: int, priority: int = 0, name: str = "device",
+                 cpus: Collection[int] | None = None):
         self.id = stream_id
         self.priority = priority
+        self.cpus = frozenset(cpus) if cpus else None
         self._queue: "queue.SimpleQueue[Callable[[], None] | None]" = queue.SimpleQueue()
         self.tasks_run = 0
         self._worker = threading.Thread(target=self._drain, name=f"{name}-stream{stream_id}",
@@ -72,6 +75,8 @@ class Stream:
         self._worker.join(timeout=5)
 
     def _drain(self) -> None:
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)   # this thread only (checked by the device)
         while True:
             task = self._queue.get()
             if task is None:
