@@ -122,6 +122,46 @@ def test_attention_scores_scale_and_mask_fuse_into_the_matmul():
             np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-6)
 
 
+def test_mask_add_fuses_into_the_softmax_after_it():
+    """Add(scores, mask) -> Softmax: one launch, the shift folded into the smaller operand.
+    Checked against onnxruntime with a row that the mask wipes out entirely (its sum
+    underflows against the tensor's shift: redone exactly), a mask bigger than the
+    scores (the result has the sum's shape), a Softmax along another axis, and an Add
+    read elsewhere (stays)."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(8)
+    nodes = [helper.make_node("Add", ["s", "mask"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["p"], axis=-1),
+             helper.make_node("Add", ["small", "s"], ["a2"]),
+             helper.make_node("Softmax", ["a2"], ["p2"], axis=1),
+             helper.make_node("Add", ["s", "mask"], ["a3"]),
+             helper.make_node("Softmax", ["a3"], ["p3"]),
+             helper.make_node("Neg", ["a3"], ["n3"]),
+             helper.make_node("Add", ["row", "s"], ["a4"]),
+             helper.make_node("Softmax", ["a4"], ["p4"])]
+    m = model(nodes, [tensor("s", ["B", 2, 5, 6]), tensor("mask", ["B", 1, 1, 6]),
+                      tensor("small", [1, 6]), tensor("row", [3, "B", 2, 5, 6])],
+              [tensor("p", ["B", 2, 5, 6]), tensor("p2", ["B", 2, 5, 6]), tensor("p3", ["B", 2, 5, 6]),
+               tensor("n3", ["B", 2, 5, 6]), tensor("p4", [3, "B", 2, 5, 6])], [])
+    mask = np.where(rng.random((3, 1, 1, 6)) < 0.3, -10000.0, 0.0).astype(np.float32)
+    mask[1] = -1e30                       # every key of sample 1 masked: those rows underflow
+    feeds = {"s": (rng.standard_normal((3, 2, 5, 6)) * 4).astype(np.float32), "mask": mask,
+             "small": rng.standard_normal((1, 6)).astype(np.float32),
+             "row": rng.standard_normal((3, 3, 2, 5, 6)).astype(np.float32)}
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert np.isfinite(ref[0]).all()
+    shapes = {k: list(v.shape) for k, v in feeds.items()}
+    for mode in ("dynamic", "static"):
+        compiled = aircc.compile(m, mode=mode, input_shapes=shapes)
+        assert compiled.report["fused_add_softmax"] == 3
+        ops = [n.op for n in compiled.graph.nodes]
+        assert ops.count("Add") == 1 and ops.count("Softmax") == 4
+        got = aircc.load(compiled).run(feeds)
+        for name, r in zip(("p", "p2", "p3", "n3", "p4"), ref):
+            np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-7, err_msg=f"{mode} {name}")
+
+
 def test_residual_add_fuses_into_the_layernorm_after_it():
     """Add(x, h) -> LayerNormalization: one launch; an Add read elsewhere, or one whose
     result is bigger than the operand that would be X, stays."""

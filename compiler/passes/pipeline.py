@@ -15,6 +15,7 @@ from ..ir.verifier import verify
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_batchnorm import fold_batchnorm
 from .fuse_add_layernorm import fuse_add_layernorm
+from .fuse_add_softmax import fuse_add_softmax
 from .push_bn_scale import push_bn_scale
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
@@ -32,13 +33,14 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-epilogues": fuse_epilogues,
     "fuse-elementwise": fuse_elementwise,
     "fuse-add-layernorm": fuse_add_layernorm,
+    "fuse-add-softmax": fuse_add_softmax,
     "push-bn-scale": push_bn_scale,
     "pack-weights": pack_weights,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-epilogues", "push-bn-scale", "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce",
-                    "infer-shapes"]
+                    "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-bn-scale",
+                    "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> Callable[[Graph], Graph]:

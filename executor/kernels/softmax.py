@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import axis_plain, carve, norm_axis, prod, view, workspace
+from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, norm_axis, prod,
+                                            view, workspace)
 from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
 
@@ -69,29 +70,60 @@ def _softmax_rows(x: np.ndarray, y: np.ndarray) -> bool:
 
     Any shift gives the same softmax; a row maximum costs numpy a slow reduction
     over short contiguous rows, the tensor's maximum one fast pass.  Every
-    exponential is then at most 1 (no overflow), the row sums are one product with a
-    column of ones (numpy's reduction over short rows is slow too), and each row is
-    scaled by the reciprocal of its sum instead of shifted and divided with broadcasts.  A row whose sum falls under ``ROW_SUM_FLOOR`` (its own
-    maximum far below the tensor's) would lose precision to underflow: those rows
-    are redone with their own maximum.  False (nothing written) when the maximum
-    is not finite (NaN or infinite inputs): the exact path handles those."""
+    exponential is then at most 1 (no overflow).  False (nothing written) when the
+    maximum is not finite (NaN or infinite inputs): the exact path handles those."""
     top = x.max()
     if not np.isfinite(top):
         return False
     np.subtract(x, top, out=y)
+    _exp_normalize_rows(y, lambda rows: x[rows])
+    return True
+
+
+def _exp_normalize_rows(y: np.ndarray, source) -> None:
+    """``y`` (2-D) holds each row minus a shift at least its maximum: exponentiate, then
+    scale each row by the reciprocal of its sum (the sums are one product with a column
+    of ones; numpy's reduction over short rows is slow).  A row whose sum falls under
+    ``ROW_SUM_FLOOR`` (its own maximum far below the shift) would lose precision to
+    underflow: those rows are redone exactly from ``source(rows)``, a fresh array of
+    the input rows."""
     np.exp(y, out=y)
-    sums = np.empty((x.shape[0], 1), y.dtype)
-    gemm(y, _ones(x.shape[1], y.dtype), sums)         # row sums: one BLAS product
+    sums = np.empty((y.shape[0], 1), y.dtype)
+    gemm(y, _ones(y.shape[1], y.dtype), sums)
     sums = sums.reshape(-1)
     low = np.flatnonzero(sums < ROW_SUM_FLOOR)
     if low.size:
-        rows = x[low]                      # a copy: fancy indexing
+        rows = source(low)
         _softmax_exact(rows, rows, 1)
         y[low] = rows
         sums[low] = 1
     np.reciprocal(sums, out=sums)
     np.multiply(y, sums[:, None], out=y)
-    return True
+
+
+def _softmax_add(a: np.ndarray, b: np.ndarray, y: np.ndarray, axis: int) -> None:
+    """softmax(a + b) along ``axis`` (``fused_add``, see the fuse-add-softmax pass).
+
+    The shift is folded into the smaller operand: y = a + (b - max(a) - max(b)) is
+    the one pass that writes ``y``, and every exponential is at most 1."""
+    if a.size < b.size:
+        a, b = b, a
+    n = y.shape[-1] if y.ndim else 1
+    if y.ndim and axis == y.ndim - 1 and y.dtype == np.float32 and a.shape == y.shape \
+            and a.dtype == y.dtype and b.dtype == y.dtype and a.flags.c_contiguous \
+            and y.flags.c_contiguous and y.size:
+        shift = a.max() + b.max()
+        if np.isfinite(shift):
+            np.add(a, np.subtract(b, shift), out=y)
+            a2 = a.reshape(-1, n)
+            _exp_normalize_rows(y.reshape(-1, n), lambda rows: a2[rows] + np.broadcast_to(
+                b, y.shape).reshape(-1, n)[rows])
+            return
+    np.add(a, b, out=y)
+    if y.ndim == 0:
+        y[...] = 1
+        return
+    _softmax_exact(y, y, axis)
 
 
 def _log_softmax(x: np.ndarray, y: np.ndarray, axis: int, ws) -> None:
@@ -123,10 +155,24 @@ class Softmax1:
 @op("Softmax", since=13)
 class Softmax13:
     @staticmethod
-    def infer(ctx): return _infer(ctx, -1)
+    def infer(ctx):
+        if not ctx.attrs.get("fused_add"):
+            return _infer(ctx, -1)
+        # the Add before it (fuse-add-softmax): the result has the sum's shape
+        at, bt = ctx.input_type(0), ctx.input_type(1)
+        if at.dtype != bt.dtype:
+            ctx.fail(f"fused_add operands differ in type: {at.dtype} vs {bt.dtype}")
+        shape = broadcast_shapes(ctx, at.shape, bt.shape)
+        if shape is not None:
+            norm_axis(ctx, ctx.attrs.get("axis", -1), max(len(shape), 1))
+        return [TensorType(at.dtype, shape)]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
+        if attrs.get("fused_add"):
+            y = outs[0]
+            _softmax_add(ins[0], ins[1], y, axis_plain(attrs.get("axis", -1), max(y.ndim, 1)))
+            return
         _softmax(*_views(ins[0], outs[0], attrs, False))
 
 
