@@ -133,6 +133,21 @@ class Graph:
             return None
         return readers[0]
 
+    def adds_read_only_by(self, op: str) -> list[tuple[Node, Node]]:
+        """(Add, reader) pairs: a plain two-input Add (native kernel) whose result one
+        ``op`` node (of the default domain) reads alone, as an Add fusion wants them."""
+        users = self.consumers()
+        pairs = []
+        for add in self.nodes:
+            if add.op != "Add" or add.domain or len(add.inputs) != 2 \
+                    or add.meta.get("impl") == "fallback":
+                continue
+            reader = self.only_reader(add.outputs[0], users)
+            if reader is not None and reader.op == op and not reader.domain \
+                    and reader.meta.get("impl") != "fallback":
+                pairs.append((add, reader))
+        return pairs
+
     def walk(self) -> Iterator[Node]:
         """Every node, nested regions included (pre-order)."""
         for n in self.nodes:

@@ -13,17 +13,11 @@ from ..ir.graph import Graph
 
 
 def fuse_add_layernorm(graph: Graph) -> Graph:
-    users = graph.consumers()
     removed: set[str] = set()
-    fused = 0
-    for add in graph.nodes:
-        if add.op != "Add" or add.domain or len(add.inputs) != 2 or add.name in removed \
-                or add.meta.get("impl") == "fallback":
-            continue
+    for add, ln in graph.adds_read_only_by("LayerNormalization"):
         out = add.outputs[0]
-        ln = graph.only_reader(out, users)
-        if ln is None or ln.op != "LayerNormalization" or ln.domain or ln.inputs[0] != out \
-                or ln.inputs.count(out) != 1 or ln.attrs.get("fused_add") or len(ln.outputs) > 1:
+        if ln.inputs[0] != out or ln.inputs.count(out) != 1 or ln.attrs.get("fused_add") \
+                or len(ln.outputs) > 1:
             continue
         t_out = graph.types.get(out)
         a, b = add.inputs
@@ -37,9 +31,7 @@ def fuse_add_layernorm(graph: Graph) -> Graph:
         ln.attrs["fused_add"] = 1
         graph.types.pop(out, None)
         removed.add(add.name)
-        users = graph.consumers()
-        fused += 1
     graph.nodes = [n for n in graph.nodes if n.name not in removed]
     stats = graph.meta.setdefault("stats", {})
-    stats["fused_add_layernorm"] = stats.get("fused_add_layernorm", 0) + fused
+    stats["fused_add_layernorm"] = stats.get("fused_add_layernorm", 0) + len(removed)
     return graph

@@ -17,18 +17,10 @@ FLOAT_TYPES = ("float16", "float32", "float64")
 
 
 def fuse_add_softmax(graph: Graph) -> Graph:
-    users = graph.consumers()
     removed: set[str] = set()
-    fused = 0
-    for add in graph.nodes:
-        if add.op != "Add" or add.domain or len(add.inputs) != 2 or add.name in removed \
-                or add.meta.get("impl") == "fallback":
-            continue
+    for add, sm in graph.adds_read_only_by("Softmax"):
         out = add.outputs[0]
-        sm = graph.only_reader(out, users)
-        if sm is None or sm.op != "Softmax" or sm.domain or sm.version < 13 \
-                or sm.inputs != [out] or sm.attrs.get("fused_add") \
-                or sm.meta.get("impl") == "fallback":
+        if sm.version < 13 or sm.inputs != [out] or sm.attrs.get("fused_add"):
             continue
         ta, tb = (graph.types.get(i) for i in add.inputs)
         if ta is None or tb is None or ta.dtype != tb.dtype or ta.dtype not in FLOAT_TYPES:
@@ -37,9 +29,7 @@ def fuse_add_softmax(graph: Graph) -> Graph:
         sm.attrs["fused_add"] = 1
         graph.types.pop(out, None)
         removed.add(add.name)
-        users = graph.consumers()
-        fused += 1
     graph.nodes = [n for n in graph.nodes if n.name not in removed]
     stats = graph.meta.setdefault("stats", {})
-    stats["fused_add_softmax"] = stats.get("fused_add_softmax", 0) + fused
+    stats["fused_add_softmax"] = stats.get("fused_add_softmax", 0) + len(removed)
     return graph
