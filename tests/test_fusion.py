@@ -162,6 +162,45 @@ def test_mask_add_fuses_into_the_softmax_after_it():
             np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-7, err_msg=f"{mode} {name}")
 
 
+def test_attention_scale_moves_into_the_query_weights():
+    """(x @ Wq + bq) seen through Reshape/Transpose, @ K^T, / 2: the 1/2 goes into Wq and
+    bq at compile time (a copy of Wq, since another MatMul reads it too, which keeps the
+    original) and the scores need no scaling pass; a MatMul of graph inputs keeps its
+    scale.  Static and dynamic results match onnxruntime."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(9)
+    nodes = [helper.make_node("MatMul", ["x", "Wq"], ["q0"]),
+             helper.make_node("Add", ["q0", "bq"], ["q1"]),
+             helper.make_node("Reshape", ["q1", "hs"], ["q2"]),
+             helper.make_node("Transpose", ["q2"], ["q"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Div", ["s", "d"], ["sd"]),
+             helper.make_node("Softmax", ["sd"], ["p"]),
+             helper.make_node("MatMul", ["x", "Wq"], ["other"]),
+             helper.make_node("MatMul", ["kt", "kt2"], ["s2"]),
+             helper.make_node("Mul", ["s2", "d"], ["y2"])]
+    m = model(nodes, [tensor("x", ["B", 5, 8]), tensor("kt", ["B", 2, 4, 5]),
+                      tensor("kt2", ["B", 2, 5, 3])],
+              [tensor("p", ["B", 2, 5, 5]), tensor("other", ["B", 5, 8]), tensor("y2", ["B", 2, 4, 3])],
+              [const("Wq", rng.standard_normal((8, 8)).astype(np.float32)),
+               const("bq", rng.standard_normal(8).astype(np.float32)),
+               const("hs", np.array([0, 0, 2, 4], np.int64)), const("d", np.array(2.0, np.float32))])
+    feeds = {"x": rng.standard_normal((3, 5, 8)).astype(np.float32),
+             "kt": rng.standard_normal((3, 2, 4, 5)).astype(np.float32),
+             "kt2": rng.standard_normal((3, 2, 5, 3)).astype(np.float32)}
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    shapes = {k: list(v.shape) for k, v in feeds.items()}
+    for mode in ("dynamic", "static"):
+        compiled = aircc.compile(m, mode=mode, input_shapes=shapes)
+        assert compiled.report["pushed_matmul_scales"] == 1
+        scaled = [n for n in compiled.graph.nodes if n.op == "MatMul" and "fused_scale" in n.attrs]
+        assert len(scaled) == 1 and scaled[0].attrs["fused_scale"] == 2.0
+        got = aircc.load(compiled).run(feeds)
+        for name, r in zip(("p", "other", "y2"), ref):
+            np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-6, err_msg=f"{mode} {name}")
+
+
 def test_residual_add_fuses_into_the_layernorm_after_it():
     """Add(x, h) -> LayerNormalization: one launch; an Add read elsewhere, or one whose
     result is bigger than the operand that would be X, stays."""

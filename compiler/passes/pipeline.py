@@ -17,6 +17,7 @@ from .fold_batchnorm import fold_batchnorm
 from .fuse_add_layernorm import fuse_add_layernorm
 from .fuse_add_softmax import fuse_add_softmax
 from .push_bn_scale import push_bn_scale
+from .push_matmul_scale import push_matmul_scale
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
@@ -35,11 +36,12 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-add-layernorm": fuse_add_layernorm,
     "fuse-add-softmax": fuse_add_softmax,
     "push-bn-scale": push_bn_scale,
+    "push-matmul-scale": push_matmul_scale,
     "pack-weights": pack_weights,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-bn-scale",
+                    "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale", "push-bn-scale",
                     "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 
