@@ -27,6 +27,10 @@ def _views(x: np.ndarray, y: np.ndarray, attrs: dict, coerce: bool):
     return x, y, axis_plain(attrs.get("axis", -1), max(x.ndim, 1))
 
 
+#: Below this many elements a softmax is all per-call cost: the plain row-wise path
+#: (four numpy calls) beats the tensor-maximum path and its checks.
+SMALL = 8192
+
 #: A row whose exponentials, shifted by the tensor's maximum, sum to less than this
 #: is recomputed with its own maximum (see :func:`_softmax_rows`).
 ROW_SUM_FLOOR = 2.0 ** -40
@@ -49,7 +53,7 @@ def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
     if x.ndim == 0:
         y[...] = 1
         return
-    if axis == x.ndim - 1 and x.dtype == np.float32 and x.size and x.flags.c_contiguous \
+    if axis == x.ndim - 1 and x.dtype == np.float32 and x.size >= SMALL and x.flags.c_contiguous \
             and y.flags.c_contiguous:
         n = x.shape[-1]
         if _softmax_rows(x.reshape(-1, n), y.reshape(-1, n)):
@@ -58,11 +62,16 @@ def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
 
 
 def _softmax_exact(x: np.ndarray, y: np.ndarray, axis: int) -> None:
-    """Shift each row by its own maximum (a row holding +inf gives NaN, as in onnxruntime)."""
-    with np.errstate(invalid="ignore"):
-        np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+    """Shift each row by its own maximum (a row holding +inf gives NaN, as in onnxruntime).
+    ufunc methods straight: on small tensors this is all per-call cost."""
+    top = np.maximum.reduce(x, axis=axis, keepdims=True)
+    if np.isinf(top).any():
+        with np.errstate(invalid="ignore"):
+            np.subtract(x, top, out=y)
+    else:
+        np.subtract(x, top, out=y)
     np.exp(y, out=y)
-    np.divide(y, np.sum(y, axis=axis, keepdims=True), out=y)
+    np.divide(y, np.add.reduce(y, axis=axis, keepdims=True), out=y)
 
 
 def _softmax_rows(x: np.ndarray, y: np.ndarray) -> bool:
@@ -109,7 +118,7 @@ def _softmax_add(a: np.ndarray, b: np.ndarray, y: np.ndarray, axis: int) -> None
     if a.size < b.size:
         a, b = b, a
     n = y.shape[-1] if y.ndim else 1
-    if y.ndim and axis == y.ndim - 1 and y.dtype == np.float32 and a.shape == y.shape \
+    if y.ndim and axis == y.ndim - 1 and y.size >= SMALL and y.dtype == np.float32 and a.shape == y.shape \
             and a.dtype == y.dtype and b.dtype == y.dtype and a.flags.c_contiguous \
             and y.flags.c_contiguous and y.size:
         shift = a.max() + b.max()
