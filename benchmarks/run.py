@@ -209,7 +209,9 @@ def load_time(megabytes: int = 90) -> dict:
 def markdown(results: dict) -> str:
     lines = [f"Machine: {results['machine']['cpu']}, {results['machine']['cpus']} CPUs, "
              f"Python {results['machine']['python']}, numpy {results['machine']['numpy']}, "
-             f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, medians.", "",
+             f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, medians; "
+             + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
+                if results.get("device_cpus") else "nothing pinned."), "",
              "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference | host us after ort "
              "| peak device MB | compile s |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
