@@ -9,29 +9,25 @@ the first operand's shape.
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Node
+from .add_fusion import fold_adds_into
+
+
+def _rewire(graph: Graph, add: Node, ln: Node) -> list[str] | None:
+    """LayerNormalization(X = the Add's full-shape operand, scale, bias, residual)."""
+    out = add.outputs[0]
+    if ln.inputs[0] != out or ln.inputs.count(out) != 1 or len(ln.outputs) > 1:
+        return None
+    t_out = graph.types.get(out)
+    a, b = add.inputs
+    if graph.types.get(a) != t_out:
+        a, b = b, a
+    if t_out is None or graph.types.get(a) != t_out or graph.types.get(b) is None \
+            or graph.types[b].dtype != t_out.dtype:
+        return None
+    scale_bias = ln.inputs[1:3] + [""] * (3 - len(ln.inputs))
+    return [a, *scale_bias[:2], b]
 
 
 def fuse_add_layernorm(graph: Graph) -> Graph:
-    removed: set[str] = set()
-    for add, ln in graph.adds_read_only_by("LayerNormalization"):
-        out = add.outputs[0]
-        if ln.inputs[0] != out or ln.inputs.count(out) != 1 or ln.attrs.get("fused_add") \
-                or len(ln.outputs) > 1:
-            continue
-        t_out = graph.types.get(out)
-        a, b = add.inputs
-        if graph.types.get(a) != t_out:
-            a, b = b, a
-        if t_out is None or graph.types.get(a) != t_out or graph.types.get(b) is None \
-                or graph.types[b].dtype != t_out.dtype:
-            continue
-        scale_bias = ln.inputs[1:3] + [""] * (3 - len(ln.inputs))
-        ln.inputs = [a, *scale_bias[:2], b]
-        ln.attrs["fused_add"] = 1
-        graph.types.pop(out, None)
-        removed.add(add.name)
-    graph.nodes = [n for n in graph.nodes if n.name not in removed]
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_add_layernorm"] = stats.get("fused_add_layernorm", 0) + len(removed)
-    return graph
+    return fold_adds_into(graph, "LayerNormalization", "fused_add_layernorm", _rewire)

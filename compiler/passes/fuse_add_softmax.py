@@ -11,25 +11,21 @@ would otherwise put the Add into the MatMul before it (a pass of its own).
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Node
+from .add_fusion import fold_adds_into
 
 FLOAT_TYPES = ("float16", "float32", "float64")
 
 
+def _rewire(graph: Graph, add: Node, sm: Node) -> list[str] | None:
+    """Softmax(a, b): both operands of the Add, in its order."""
+    if sm.version < 13 or sm.inputs != [add.outputs[0]]:
+        return None
+    ta, tb = (graph.types.get(i) for i in add.inputs)
+    if ta is None or tb is None or ta.dtype != tb.dtype or ta.dtype not in FLOAT_TYPES:
+        return None
+    return list(add.inputs)
+
+
 def fuse_add_softmax(graph: Graph) -> Graph:
-    removed: set[str] = set()
-    for add, sm in graph.adds_read_only_by("Softmax"):
-        out = add.outputs[0]
-        if sm.version < 13 or sm.inputs != [out] or sm.attrs.get("fused_add"):
-            continue
-        ta, tb = (graph.types.get(i) for i in add.inputs)
-        if ta is None or tb is None or ta.dtype != tb.dtype or ta.dtype not in FLOAT_TYPES:
-            continue
-        sm.inputs = list(add.inputs)
-        sm.attrs["fused_add"] = 1
-        graph.types.pop(out, None)
-        removed.add(add.name)
-    graph.nodes = [n for n in graph.nodes if n.name not in removed]
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_add_softmax"] = stats.get("fused_add_softmax", 0) + len(removed)
-    return graph
+    return fold_adds_into(graph, "Softmax", "fused_add_softmax", _rewire)
