@@ -472,6 +472,17 @@ def test_softmax_of_a_sum_shifts_once_and_redoes_underflowing_rows():
         y = np.empty(a.shape, np.float32)
         _softmax_add(x, m, y, 3)
         np.testing.assert_allclose(y, ref, rtol=4e-6, atol=1e-30)
+    # small tensors: one reduction for the sums; an underflowing row sends the whole
+    # tensor the exact way (sample 2 here), every other case stays on the short path
+    small, smask = a[:, :2, :4], mask
+    assert small.size < SMALL
+    for m in (smask, np.zeros_like(smask)):
+        s64 = small.astype(np.float64) + m
+        ref = np.exp(s64 - s64.max(axis=-1, keepdims=True))
+        ref /= ref.sum(axis=-1, keepdims=True)
+        y = np.empty(small.shape, np.float32)
+        _softmax_add(np.ascontiguousarray(small), m, y, 3)
+        np.testing.assert_allclose(y, ref, rtol=4e-6, atol=1e-30)
 
 
 # ================================================================== Elementwise
@@ -536,6 +547,25 @@ def test_erf_accuracy():
     y = np.empty(3, np.float32)
     elementwise.erf(np.array([np.nan, -0.0, 1e-3], np.float32), y)
     assert np.isnan(y[0]) and y[1] == 0 and np.signbit(y[1]) and abs(y[2] - math.erf(1e-3)) < 1e-9
+
+
+def test_gelu_float32_accuracy():
+    """Gelu (exact) in float32 is x / (1 + exp(-x Q(x^2))): within 4 ulp of x Phi(x)
+    where the result is not tiny, within 3e-7 absolute in the negative tail (where
+    1 + erf would cancel), x for large x and -0 for very negative x, NaN stays NaN."""
+    xs = np.concatenate([np.linspace(-12, 12, 400001), np.geomspace(1e-30, 12, 2001),
+                         -np.geomspace(1e-30, 12, 2001), [1e30, -1e30, 0.0]]).astype(np.float32)
+    y = np.empty_like(xs)
+    elementwise._gelu(xs, y, {})
+    r = np.array([v * 0.5 * math.erfc(-v / math.sqrt(2)) for v in xs.astype(np.float64)])
+    err = np.abs(y.astype(np.float64) - r)
+    ulp = err / np.spacing(np.abs(r).astype(np.float32))
+    assert ulp[xs >= -1].max() <= 4, ulp[xs >= -1].max()
+    assert err[xs < -1].max() <= 3e-7, err[xs < -1].max()
+    assert y[-3] == np.float32(1e30) and y[-2] == 0 and np.signbit(y[-2])
+    z = np.empty(2, np.float32)
+    elementwise._gelu(np.array([np.nan, 2.0], np.float32), z, {})
+    assert np.isnan(z[0]) and abs(z[1] - 2 * 0.5 * math.erfc(-2 / math.sqrt(2))) < 1e-6
 
 
 @pytest.mark.parametrize("opset", [6, 11, 13])

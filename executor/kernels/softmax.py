@@ -27,8 +27,9 @@ def _views(x: np.ndarray, y: np.ndarray, attrs: dict, coerce: bool):
     return x, y, axis_plain(attrs.get("axis", -1), max(x.ndim, 1))
 
 
-#: Below this many elements a softmax is all per-call cost: the plain row-wise path
-#: (four numpy calls) beats the tensor-maximum path and its checks.
+#: Below this many elements a softmax is all per-call cost: the sums come from one
+#: numpy reduction (no GEMM, no per-row bookkeeping) and any underflowing row sends
+#: the whole tensor the exact way (see :func:`_normalize_small`).
 SMALL = 8192
 
 #: A row whose exponentials, shifted by the tensor's maximum, sum to less than this
@@ -58,7 +59,26 @@ def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
         n = x.shape[-1]
         if _softmax_rows(x.reshape(-1, n), y.reshape(-1, n)):
             return
+    elif x.size and x.size < SMALL and x.dtype in (np.float32, np.float64):
+        top = x.max()
+        if np.isfinite(top):
+            np.subtract(x, top, out=y)
+            if _normalize_small(y, axis):
+                return
     _softmax_exact(x, y, axis)
+
+
+def _normalize_small(y: np.ndarray, axis: int) -> bool:
+    """``y`` holds the input minus a shift at least its maximum: exponentiate and divide
+    by the sums along ``axis``.  False when some sum falls under ``ROW_SUM_FLOOR`` (a
+    row far below the shift, whose precision underflow would eat): the caller then
+    recomputes the exact way from its inputs."""
+    np.exp(y, out=y)
+    sums = np.add.reduce(y, axis=axis, keepdims=True)
+    if sums.min() < ROW_SUM_FLOOR:
+        return False
+    np.divide(y, sums, out=y)
+    return True
 
 
 def _softmax_exact(x: np.ndarray, y: np.ndarray, axis: int) -> None:
@@ -128,6 +148,12 @@ def _softmax_add(a: np.ndarray, b: np.ndarray, y: np.ndarray, axis: int) -> None
             _exp_normalize_rows(y.reshape(-1, n), lambda rows: a2[rows] + np.broadcast_to(
                 b, y.shape).reshape(-1, n)[rows])
             return
+    elif y.ndim and 0 < y.size < SMALL and y.dtype in (np.float32, np.float64):
+        shift = a.max() + b.max()
+        if np.isfinite(shift):
+            np.add(a, np.subtract(b, shift), out=y)
+            if _normalize_small(y, axis):
+                return
     np.add(a, b, out=y)
     if y.ndim == 0:
         y[...] = 1
