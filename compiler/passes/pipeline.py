@@ -21,6 +21,7 @@ from .push_matmul_scale import push_matmul_scale
 from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
+from .fuse_gelu import fuse_gelu
 from .infer_shapes import infer_shapes
 from .pack_weights import pack_weights
 from .remove_identity import remove_identity
@@ -35,6 +36,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-elementwise": fuse_elementwise,
     "fuse-add-layernorm": fuse_add_layernorm,
     "fuse-add-softmax": fuse_add_softmax,
+    "fuse-gelu": fuse_gelu,
     "push-bn-scale": push_bn_scale,
     "push-matmul-scale": push_matmul_scale,
     "pack-weights": pack_weights,
@@ -42,7 +44,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale", "push-bn-scale",
-                    "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
+                    "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> Callable[[Graph], Graph]:

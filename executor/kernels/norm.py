@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (axis_plain, carve, epilogue, norm_axis, prod, view,
-                                            workspace)
+from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, epilogue,
+                                            norm_axis, prod, view, workspace)
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -119,6 +119,11 @@ class LayerNormalization:
         if stash_type != 1:
             ctx.unsupported(f"stash_type {stash_type} is not supported (only 1, float32)")
         stash = "float32"  # type of Mean / InvStdDev
+        if ctx.attrs.get("fused_add") and ctx.num_inputs >= 4:
+            # the residual Add before it (fuse-add-layernorm): normalise the sum's shape
+            xs = broadcast_shapes(ctx, xs, ctx.input_shape(3))
+            if len(xs) != len(ctx.input_shape(0)):
+                ctx.fail(f"fused_add residual {ctx.input_shape(3)} has a higher rank than X")
         red = tuple(xs[:axis]) + (1,) * (len(xs) - axis)
         outs = [TensorType(xt.dtype, xs)]
         outs += [TensorType(stash, red)] * (ctx.num_outputs - 1)
