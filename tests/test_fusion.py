@@ -378,3 +378,38 @@ def test_gelu_forms_fuse_into_one_gelu_node():
         got = aircc.load(compiled).run({"x": x})
         for i, r in enumerate(ref[:5]):
             np.testing.assert_allclose(got[f"g{i}"], r, rtol=1e-5, atol=1e-6, err_msg=f"{mode} g{i}")
+
+
+def test_attention_transposes_fold_into_the_matmuls():
+    """Transpose(Q) @ K^T and Transpose(P @ V): the head transposes that keep the last
+    axis last become strided views of the MatMul (perm_a / perm_b / perm_y); K^T, which
+    moves the last axis, and a Transpose read elsewhere stay.  Against onnxruntime."""
+    import onnxruntime as ort
+
+    nodes = [helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 3, 1]),
+             helper.make_node("MatMul", ["qt", "kt"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("Transpose", ["v"], ["vt"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["p", "vt"], ["o"]),
+             helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+             helper.make_node("Relu", ["ot"], ["y"]),
+             helper.make_node("Transpose", ["v"], ["shared"], perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["p", "shared"], ["o2"]),
+             helper.make_node("Neg", ["shared"], ["n2"])]
+    shape = ["B", 6, 2, 4]
+    m = model(nodes, [tensor("q", shape), tensor("k", shape), tensor("v", shape)],
+              [tensor("y", shape), tensor("o2", ["B", 2, 6, 4]), tensor("n2", ["B", 2, 6, 4])])
+    rng = np.random.default_rng(12)
+    feeds = {n: rng.standard_normal((3, 6, 2, 4)).astype(np.float32) for n in "qkv"}
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for mode in ("static", "dynamic"):
+        compiled = aircc.compile(m, mode=mode, input_shapes={n: [3, 6, 2, 4] for n in "qkv"})
+        assert compiled.report["fused_matmul_transposes"] == 3
+        mms = {n.outputs[0]: n.attrs for n in compiled.graph.nodes if n.op == "MatMul"}
+        assert mms["s"].get("perm_a") == [0, 2, 1, 3] and "perm_b" not in mms["s"]
+        assert mms["ot"] == {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}
+        assert [n.op for n in compiled.graph.nodes].count("Transpose") == 2
+        got = aircc.load(compiled).run(feeds)
+        for name, r in zip(("y", "o2", "n2"), ref):
+            np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-6, err_msg=f"{mode} {name}")

@@ -89,6 +89,10 @@ class Node:
     def has_side_effects(self) -> bool:
         return self.op in SIDE_EFFECT_OPS
 
+    def is_plain(self, op: str) -> bool:
+        """A default-domain ``op`` node run by its native kernel: what fusions rewrite."""
+        return self.op == op and not self.domain and self.meta.get("impl") != "fallback"
+
     def __repr__(self) -> str:
         return f"Node({self.name!r}, {self.op}, {self.inputs} -> {self.outputs})"
 
@@ -139,12 +143,10 @@ class Graph:
         users = self.consumers()
         pairs = []
         for add in self.nodes:
-            if add.op != "Add" or add.domain or len(add.inputs) != 2 \
-                    or add.meta.get("impl") == "fallback":
+            if not add.is_plain("Add") or len(add.inputs) != 2:
                 continue
             reader = self.only_reader(add.outputs[0], users)
-            if reader is not None and reader.op == op and not reader.domain \
-                    and reader.meta.get("impl") != "fallback":
+            if reader is not None and reader.is_plain(op):
                 pairs.append((add, reader))
         return pairs
 

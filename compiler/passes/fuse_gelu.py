@@ -38,15 +38,11 @@ def _other(node: Node, value: str) -> Optional[str]:
     return node.inputs[1] if node.inputs[0] == value else node.inputs[0]
 
 
-def _plain(node: Optional[Node], op: str) -> bool:
-    return node is not None and node.op == op and not node.domain \
-        and node.meta.get("impl") != "fallback"
-
 
 def _match(graph: Graph, erf: Node, users, producers) -> Optional[tuple[str, list[Node]]]:
     """(x, the nodes from the scaling to the last product) when ``erf`` is GELU's."""
     scale = producers.get(erf.inputs[0])
-    if not (_plain(scale, "Div") or _plain(scale, "Mul")) or len(scale.inputs) != 2 \
+    if scale is None or not (scale.is_plain("Div") or scale.is_plain("Mul")) or len(scale.inputs) != 2 \
             or graph.only_reader(scale.outputs[0], users) is not erf:
         return None
     x, c = scale.inputs
@@ -57,12 +53,12 @@ def _match(graph: Graph, erf: Node, users, producers) -> Optional[tuple[str, lis
     if x in graph.constants:
         return None
     add = graph.only_reader(erf.outputs[0], users)
-    if not _plain(add, "Add") or not _scalar(graph, _other(add, erf.outputs[0]) or "", 1.0):
+    if add is None or not add.is_plain("Add") or not _scalar(graph, _other(add, erf.outputs[0]) or "", 1.0):
         return None
     members, value, factors = [scale, erf, add], add.outputs[0], []
     while len(factors) < 2:
         mul = graph.only_reader(value, users)
-        other = _other(mul, value) if _plain(mul, "Mul") else None
+        other = _other(mul, value) if mul is not None and mul.is_plain("Mul") else None
         if other is None:
             break
         members.append(mul)
@@ -70,7 +66,7 @@ def _match(graph: Graph, erf: Node, users, producers) -> Optional[tuple[str, lis
         value = mul.outputs[0]
         if len(factors) == 1:
             half = producers.get(other)           # (x * 0.5) * (1 + erf)
-            if _plain(half, "Mul") and graph.only_reader(other, users) is mul \
+            if half is not None and half.is_plain("Mul") and graph.only_reader(other, users) is mul \
                     and _other(half, x) is not None and _scalar(graph, _other(half, x), 0.5):
                 return x, [half] + members
     if len(factors) == 2 and x in factors \
@@ -84,7 +80,7 @@ def fuse_gelu(graph: Graph) -> Graph:
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
     for node in graph.nodes:
-        if not _plain(node, "Erf") or node.name in removed:
+        if not node.is_plain("Erf") or node.name in removed:
             continue
         t = graph.types.get(node.inputs[0])
         if t is None or t.dtype not in FLOAT_TYPES:

@@ -22,6 +22,7 @@ from .fold_constants import fold_constants
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .fuse_gelu import fuse_gelu
+from .fuse_matmul_transpose import fuse_matmul_transpose
 from .infer_shapes import infer_shapes
 from .pack_weights import pack_weights
 from .remove_identity import remove_identity
@@ -37,13 +38,15 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-add-layernorm": fuse_add_layernorm,
     "fuse-add-softmax": fuse_add_softmax,
     "fuse-gelu": fuse_gelu,
+    "fuse-matmul-transpose": fuse_matmul_transpose,
     "push-bn-scale": push_bn_scale,
     "push-matmul-scale": push_matmul_scale,
     "pack-weights": pack_weights,
 }
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
-                    "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale", "push-bn-scale",
+                    "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale",
+                    "fuse-matmul-transpose", "push-bn-scale",
                     "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 

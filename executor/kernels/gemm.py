@@ -13,16 +13,35 @@ def _same_dim(ctx: InferContext, a, b, what: str) -> None:
         ctx.fail(f"{what}: {a} != {b}")
 
 
+def _permuted(ctx: InferContext, shape, perm, what: str):
+    if perm is None:
+        return shape
+    if sorted(perm) != list(range(len(shape))):
+        ctx.fail(f"{what} {list(perm)} is not a permutation of the {len(shape)} axes of {shape}")
+    return tuple(shape[p] for p in perm)
+
+
+def _inverse(perm) -> list[int]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
 @op("MatMul", since=1, engine="cube")
 class MatMul:
-    """numpy.matmul: batch dims broadcast, 1-D operands get a dim added then removed."""
+    """numpy.matmul: batch dims broadcast, 1-D operands get a dim added then removed.
+
+    ``perm_a`` / ``perm_b`` / ``perm_y`` (set by the fuse-matmul-transpose pass): the
+    operands are read, and the result written, through these axis permutations."""
 
     @staticmethod
     def infer(ctx: InferContext) -> list[TensorType]:
         at, bt = ctx.input_type(0), ctx.input_type(1)
         if at.dtype != bt.dtype:
             ctx.fail(f"operand types differ: {at.dtype} vs {bt.dtype}")
-        a, b = ctx.input_shape(0), ctx.input_shape(1)
+        a = _permuted(ctx, ctx.input_shape(0), ctx.attrs.get("perm_a"), "perm_a")
+        b = _permuted(ctx, ctx.input_shape(1), ctx.attrs.get("perm_b"), "perm_b")
         if len(a) == 0 or len(b) == 0:
             ctx.fail("MatMul operands must have rank >= 1")
         a2 = (1, *a) if len(a) == 1 else a
@@ -30,19 +49,25 @@ class MatMul:
         _same_dim(ctx, a2[-1], b2[-2], f"inner dims of {a} and {b} differ")
         batch = broadcast_shapes(ctx, a2[:-2], b2[:-2])
         out = list(batch) + ([] if len(a) == 1 else [a2[-2]]) + ([] if len(b) == 1 else [b2[-1]])
-        return [TensorType(at.dtype, tuple(out))]
+        return [TensorType(at.dtype, _permuted(ctx, tuple(out), ctx.attrs.get("perm_y"), "perm_y"))]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         a, b, y = ins[0], ins[1], outs[0]
+        if "perm_a" in attrs:
+            a = a.transpose(attrs["perm_a"])
+        if "perm_b" in attrs:
+            b = b.transpose(attrs["perm_b"])
+        if "perm_y" in attrs:
+            y = y.transpose(_inverse(attrs["perm_y"]))
         if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:
             # (..., M, K) @ (K, N): one GEMM over every row; numpy would make one per matrix
             np.matmul(a.reshape(-1, a.shape[-1]), b, out=view(y, (-1, y.shape[-1])))
         else:
             np.matmul(a, b, out=y)
         if "fused_scale" in attrs:
-            np.multiply(outs[0], outs[0].dtype.type(attrs["fused_scale"]), out=outs[0])
-        epilogue(outs[0], ins[2] if len(ins) > 2 else None, attrs)
+            np.multiply(y, y.dtype.type(attrs["fused_scale"]), out=y)
+        epilogue(y, ins[2] if len(ins) > 2 else None, attrs)
 
 
 @op("Gemm", since=1, engine="cube")
