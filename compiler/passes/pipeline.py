@@ -23,6 +23,7 @@ from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .fuse_gelu import fuse_gelu
 from .fuse_matmul_transpose import fuse_matmul_transpose
+from .fuse_softmax_matmul import fuse_softmax_matmul
 from .infer_shapes import infer_shapes
 from .pack_weights import pack_weights
 from .remove_identity import remove_identity
@@ -39,6 +40,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-add-softmax": fuse_add_softmax,
     "fuse-gelu": fuse_gelu,
     "fuse-matmul-transpose": fuse_matmul_transpose,
+    "fuse-softmax-matmul": fuse_softmax_matmul,
     "push-bn-scale": push_bn_scale,
     "push-matmul-scale": push_matmul_scale,
     "pack-weights": pack_weights,
@@ -46,7 +48,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale",
-                    "fuse-matmul-transpose", "push-bn-scale",
+                    "fuse-matmul-transpose", "fuse-softmax-matmul", "push-bn-scale",
                     "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.kernels._common import align, broadcast_shapes, carve, is_int, prod, workspace
 from aircc.executor.kernels.elementwise import erf
+from aircc.executor.kernels.gemm import _inverse
 from aircc.executor.kernels.registry import InferContext, op
+from aircc.executor.kernels.softmax import (ROW_SUM_FLOOR as _ROW_SUM_FLOOR, SMALL, _softmax,
+                                            _softmax_add, _softmax_exact)
 
 
 def _sigmoid(a, y):
@@ -49,3 +54,110 @@ class ElementwiseChain:
 
 
 ElementwiseChain.spec.extra["tested_by"] = "tests/test_fusion.py"
+
+
+#: Scores up to this are exponentiated unshifted: exp(60) ~ 1e26 leaves room for sums
+#: over ~1e12 keys in float32; larger maxima are subtracted first (one more pass).
+UNSHIFTED_MAX = 60.0
+
+
+@op("SoftmaxMatMul", since=1, domain="aircc", foldable=False, engine="cube")
+class SoftmaxMatMul:
+    """softmax(S (+ M), last axis) @ V with the normalisation deferred to the product.
+
+    Inputs: S, V, optionally M (the fused mask: S + M broadcast).  ``perm_b`` /
+    ``perm_y`` as for MatMul.  With E = exp(S) and w = exp(M - max M), softmax(S + M)
+    @ V = (E @ (w' * V)) / (E @ w') when M is one row per key (w' its transpose, so
+    the mask scales V's rows, not E's columns): the scores are exponentiated once and
+    never normalised; the division is over the small result.  Any other mask is
+    added first.  A row whose sum underflows (its scores far below the shift)
+    sends the tensor the exact way: softmax with each row's own maximum, then the
+    product.  Scores under Softmax's ``SMALL`` take its short path, then the product
+    (there the launch saved is the gain)."""
+
+    @staticmethod
+    def infer(ctx: InferContext):
+        st, vt = ctx.input_type(0), ctx.input_type(1)
+        s = ctx.input_shape(0)
+        if ctx.num_inputs > 2:
+            if ctx.input_type(2).dtype != st.dtype:
+                ctx.fail(f"mask is {ctx.input_type(2).dtype} but the scores are {st.dtype}")
+            s = broadcast_shapes(ctx, s, ctx.input_shape(2))
+        v = ctx.input_shape(1)
+        if "perm_b" in ctx.attrs:
+            v = tuple(v[p] for p in ctx.attrs["perm_b"])
+        if vt.dtype != st.dtype or st.dtype not in ("float32", "float64"):
+            ctx.fail(f"scores {st.dtype} and V {vt.dtype} must be one float type")
+        if len(s) < 2 or len(v) < 2:
+            ctx.fail(f"scores {s} and V {v} must have rank >= 2")
+        if is_int(s[-1]) and is_int(v[-2]) and s[-1] != v[-2]:
+            ctx.fail(f"{s[-1]} keys in the scores {s} but {v[-2]} rows in V {v}")
+        out = (*broadcast_shapes(ctx, s[:-2], v[:-2]), s[-2], v[-1])
+        if "perm_y" in ctx.attrs:
+            out = tuple(out[p] for p in ctx.attrs["perm_y"])
+        return [TensorType(st.dtype, out)]
+
+    @staticmethod
+    def tiling(types, attrs) -> dict:
+        if not all(t.is_static for t in types if t is not None):
+            return {}
+        shape = types[0].shape if len(types) < 3 or types[2] is None else \
+            np.broadcast_shapes(types[0].shape, types[2].shape)
+        return {"workspace": align(prod(shape) * np.dtype(types[0].dtype).itemsize),
+                "shape": list(shape)}
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        s, v = ins[0], ins[1]
+        m = ins[2] if len(ins) > 2 else None
+        if "perm_b" in attrs:
+            v = v.transpose(attrs["perm_b"])
+        y = outs[0]
+        if "perm_y" in attrs:
+            y = y.transpose(_inverse(attrs["perm_y"]))
+        shape = tuple(tiling["shape"]) if tiling else np.broadcast_shapes(
+            s.shape, s.shape if m is None else m.shape)
+        e = carve(workspace(ws, prod(shape) * s.itemsize), 0, shape, s.dtype)
+        if e.size < SMALL:                  # all per-call cost: Softmax's short path, then
+            if m is None:                   # the product
+                _softmax(s, e, e.ndim - 1)
+            else:
+                _softmax_add(s, m, e, e.ndim - 1)
+            np.matmul(e, v, out=y)
+            return
+        if m is not None and m.size > s.size:
+            s, m = m, s
+        if m is not None and (s.shape != shape or (m.ndim >= 2 and m.shape[-2] != 1)):
+            np.add(s, m, out=e)             # not a mask per key: add it first
+            s, m = e, None
+        top = s.max()
+        mtop = m.max() if m is not None else 0.0
+        if np.isfinite(top) and np.isfinite(mtop) and e.size:
+            if top > UNSHIFTED_MAX:
+                np.subtract(s, top, out=e)
+                np.exp(e, out=e)
+            else:
+                np.exp(s, out=e)
+            if m is None:
+                w = np.ones((e.shape[-1], 1), e.dtype)
+                vw = v
+            else:
+                w = np.exp(m - mtop)
+                w = np.swapaxes(w.reshape((1,) * (2 - w.ndim) + w.shape), -1, -2)
+                vw = v * w
+            sums = np.matmul(e, w)
+            if sums.min() >= _ROW_SUM_FLOOR:
+                np.matmul(e, vw, out=y)
+                np.divide(y, sums, out=y)
+                return
+        # exact: each row shifted by its own maximum
+        if m is None:
+            if s is not e:
+                np.copyto(e, s)
+        else:
+            np.add(s, m, out=e)
+        _softmax_exact(e, e, e.ndim - 1)
+        np.matmul(e, v, out=y)
+
+
+SoftmaxMatMul.spec.extra["tested_by"] = "tests/test_fusion.py"
