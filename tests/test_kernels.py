@@ -396,6 +396,26 @@ def test_layernorm(axis, n_out):
           rtol=1e-4, atol=1e-5)
 
 
+def test_layernorm_row_statistics_by_gemm_stay_accurate():
+    """float32 rows of up to GEMM_STATS_MAX take mean and variance from a GEMM: against a
+    float64 reference on data far from zero (the mean is subtracted before the
+    variance), with Mean and InvStdDev; longer rows take numpy's reductions."""
+    from aircc.executor.kernels import norm
+
+    rng = np.random.default_rng(14)
+    for cols in (64, norm.GEMM_STATS_MAX, norm.GEMM_STATS_MAX + 1):
+        x = (rng.standard_normal((2, 16, cols)) * 0.5 + 30).astype(np.float32)
+        scale, bias = rand(cols, lo=0.5, hi=1.5), rand(cols)
+        outs = [np.empty_like(x), np.empty((2, 16, 1), np.float32), np.empty((2, 16, 1), np.float32)]
+        norm.LayerNormalization.kernel([x, scale, bias], outs, {"axis": -1, "epsilon": 1e-5}, None, None)
+        x64 = x.astype(np.float64)
+        mean, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+        ref = (x64 - mean) / np.sqrt(var + 1e-5) * scale + bias
+        np.testing.assert_allclose(outs[0], ref, rtol=0, atol=2e-5)
+        np.testing.assert_allclose(outs[1], mean, rtol=1e-6)
+        np.testing.assert_allclose(outs[2], 1 / np.sqrt(var + 1e-5), rtol=1e-4)
+
+
 def test_instancenorm():
     check("InstanceNormalization", [rand(2, 3, 5, 4), rand(3), rand(3)], {"epsilon": 1e-3},
           opset=6, rtol=1e-4, atol=1e-5)
