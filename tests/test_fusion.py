@@ -418,9 +418,10 @@ def test_attention_transposes_fold_into_the_matmuls():
 def test_softmax_and_the_matmul_after_it_become_one_kernel():
     """softmax(S + mask) @ V with the normalisation deferred to the product, against
     onnxruntime: a mask per key (scaling V's rows), a mask per query and key (added
-    first), no mask, scores above the unshifted range, a sample whose every key is
-    masked (its sums underflow: the exact way), small and large tensors, V through a
-    head transpose (perm_b / perm_y carry over).  A Softmax read elsewhere stays."""
+    first), no mask, scores whose exponentials overflow (shifted, once), a sample
+    whose every key is masked (its sums underflow: the exact way), small and large
+    tensors, V through a head transpose (perm_b / perm_y carry over).  A Softmax read
+    elsewhere stays."""
     import onnxruntime as ort
 
     nodes = [helper.make_node("Add", ["s", "keymask"], ["a"]),

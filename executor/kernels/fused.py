@@ -56,9 +56,10 @@ class ElementwiseChain:
 ElementwiseChain.spec.extra["tested_by"] = "tests/test_fusion.py"
 
 
-#: Scores up to this are exponentiated unshifted: exp(60) ~ 1e26 leaves room for sums
-#: over ~1e12 keys in float32; larger maxima are subtracted first (one more pass).
-UNSHIFTED_MAX = 60.0
+#: The scores are exponentiated unshifted (no pass for their maximum); when a row's
+#: sum reaches this (exp overflowed, or the product could) or is NaN, they are shifted
+#: by their maximum and exponentiated again.
+UNSHIFTED_SUM_MAX = 1e30
 
 
 @op("SoftmaxMatMul", since=1, domain="aircc", foldable=False, engine="cube")
@@ -68,8 +69,9 @@ class SoftmaxMatMul:
     Inputs: S, V, optionally M (the fused mask: S + M broadcast).  ``perm_b`` /
     ``perm_y`` as for MatMul.  With E = exp(S) and w = exp(M - max M), softmax(S + M)
     @ V = (E @ (w' * V)) / (E @ w') when M is one row per key (w' its transpose, so
-    the mask scales V's rows, not E's columns): the scores are exponentiated once and
-    never normalised; the division is over the small result.  Any other mask is
+    the mask scales V's rows, not E's columns): the scores are exponentiated once,
+    unshifted (see ``UNSHIFTED_SUM_MAX``), and never normalised; the division is over
+    the small result.  Any other mask is
     added first.  A row whose sum underflows (its scores far below the shift)
     sends the tensor the exact way: softmax with each row's own maximum, then the
     product.  Scores under Softmax's ``SMALL`` take its short path, then the product
@@ -130,14 +132,8 @@ class SoftmaxMatMul:
         if m is not None and (s.shape != shape or (m.ndim >= 2 and m.shape[-2] != 1)):
             np.add(s, m, out=e)             # not a mask per key: add it first
             s, m = e, None
-        top = s.max()
         mtop = m.max() if m is not None else 0.0
-        if np.isfinite(top) and np.isfinite(mtop) and e.size:
-            if top > UNSHIFTED_MAX:
-                np.subtract(s, top, out=e)
-                np.exp(e, out=e)
-            else:
-                np.exp(s, out=e)
+        if np.isfinite(mtop) and e.size:
             if m is None:
                 w = np.ones((e.shape[-1], 1), e.dtype)
                 vw = v
@@ -145,8 +141,16 @@ class SoftmaxMatMul:
                 w = np.exp(m - mtop)
                 w = np.swapaxes(w.reshape((1,) * (2 - w.ndim) + w.shape), -1, -2)
                 vw = v * w
-            sums = np.matmul(e, w)
-            if sums.min() >= _ROW_SUM_FLOOR:
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.exp(s, out=e)
+                sums = np.matmul(e, w)
+            if not sums.max() < UNSHIFTED_SUM_MAX:     # overflow (or NaN): shift, once
+                top = s.max()
+                if np.isfinite(top):
+                    np.subtract(s, top, out=e)
+                    np.exp(e, out=e)
+                    sums = np.matmul(e, w)
+            if sums.min() >= _ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
                 np.matmul(e, vw, out=y)
                 np.divide(y, sums, out=y)
                 return
