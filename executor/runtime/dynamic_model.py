@@ -91,6 +91,9 @@ class DynamicModel:
                         users.setdefault(v, set()).add(n["stream"])
         self.users = {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
         self.replay = replay and not any(k["kind"] == "control" for k in self.kernels)
+        #: reshapes run as views of their input's block (not with control flow, whose
+        #: bodies rebind values per iteration)
+        self.alias_reshapes = not any(k["kind"] == "control" for k in self.kernels)
         self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
         self.launch_position = {}
         for pos, kern in enumerate(self.kernels):

@@ -18,6 +18,7 @@ import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.compiler.lowering.dynamic import STAGE
+from aircc.compiler.memory.planner import RESHAPES
 from aircc.errors import AirccError, KernelError
 from aircc.executor.kernels.registry import InferContext
 
@@ -41,6 +42,10 @@ class RunState:
         self.host: dict[str, np.ndarray] = {}
         self.blocks: dict[str, object] = {}
         self.views: dict[str, np.ndarray] = {}
+        self.aliased: set[int] = set()
+        """Nodes (reshapes) whose output is a view of their input's block: no launch."""
+        self._shared: dict[int, list] = {}
+        """id(block) -> [names holding it, streams that used any of them]."""
         self.tilings: dict[int, dict] = {}
         self.workspaces: dict[int, object] = {}
         self.results: dict[str, np.ndarray] = {}
@@ -146,10 +151,43 @@ class RunState:
             if name:
                 self.types[name], self.host[name] = t, arr
 
+    def _alias(self, k: int, name: str) -> bool:
+        """A reshape's output as a view of its input's block (shared, counted): True if so."""
+        node = self.m.nodes[k]
+        src = node["inputs"][0] if node["inputs"] else ""
+        if node["op"] not in RESHAPES or not self.m.alias_reshapes or src not in self.blocks \
+                or not self.m.specs[k].native or node["outputs"] != [name]:
+            return False
+        view, t = self.views[src], self.types[name]
+        if view.nbytes != t.nbytes or not view.flags.c_contiguous:
+            return False
+        block = self.blocks[src]
+        holders = self._shared.setdefault(id(block), [set(), set()])
+        holders[0].update((src, name))
+        self.blocks[name] = block
+        self.views[name] = view.reshape(t.shape)
+        self.aliased.add(k)
+        return True
+
+    def _free_block(self, name: str, block) -> None:
+        """Give ``name``'s block back, unless another name (an alias) still holds it."""
+        users = self.m.users.get(name, ())
+        holders = self._shared.get(id(block))
+        if holders is not None:
+            holders[0].discard(name)
+            holders[1].update(users)
+            if holders[0]:
+                return
+            del self._shared[id(block)]
+            users = sorted(holders[1], key=lambda s: s.id)
+        self.pool.free(block, users)
+
     def alloc(self, kernel: dict) -> None:
         k = kernel["node"]
         stream = self.m.streams[kernel["stream"]]
         for name in kernel["values"]:
+            if self._alias(k, name):
+                continue
             t = self.types[name]
             block = self.pool.malloc(t.nbytes, stream, f"'{name}'")
             self.blocks[name] = block
@@ -168,10 +206,12 @@ class RunState:
             block = self.blocks.pop(name, None)
             self.views.pop(name, None)
             if block is not None:
-                self.pool.free(block, self.m.users.get(name, ()))
+                self._free_block(name, block)
 
     def launch(self, kernel: dict) -> None:
         k = kernel["node"]
+        if k in self.aliased:
+            return                      # a view of its input: nothing to run
         node, spec = self.m.nodes[k], self.m.specs[k]
         vi = self.m.value_inputs[k]
         ins = [None if not i else self.host_value(i) if j in vi else self.value(i)
@@ -282,7 +322,7 @@ class RunState:
     def release(self) -> None:
         """Give back every block still held (after an error, or outputs after the run)."""
         for name, block in list(self.blocks.items()):
-            self.pool.free(block, self.m.users.get(name, ()))
+            self._free_block(name, block)
         for block in self.workspaces.values():
             self.pool.free(block)
         self.blocks.clear()
