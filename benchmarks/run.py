@@ -4,9 +4,9 @@
     python benchmarks/run.py --quick         # fewer rounds
     python benchmarks/run.py --only resnet50 --rounds 20
 
-For every model: compile, load, warm up, then ``rounds`` rounds, each timing
-one aircc run and one onnxruntime run on the same inputs (alternating which
-goes first).  Reported: median latency of each, the ratio aircc / onnxruntime (the
+For every model: compile, load, warm up, then ``rounds`` rounds (more for a fast
+model, until its rounds take ``--min-seconds``), each timing one aircc run and
+one onnxruntime run on the same inputs (alternating which goes first).  Reported: median latency of each, the ratio aircc / onnxruntime (the
 median over rounds of each round's ratio),
 peak device memory, host time per inference, compile time.  Also: compile
 time against graph size (synthetic graphs) and the load time of a .om with
@@ -93,7 +93,8 @@ def random_feeds(inputs: list[dict], seed: int = 0) -> dict:
     return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
 
 
-def bench_model(entry: dict, rounds: int, warmup: int, cache: dict, device=None) -> dict:
+def bench_model(entry: dict, rounds: int, warmup: int, cache: dict, device=None,
+                min_seconds: float = 0.0) -> dict:
     key = entry.get("shared")
     if key and key in cache:
         compiled, compile_s, model, sess = cache[key]
@@ -107,13 +108,23 @@ def bench_model(entry: dict, rounds: int, warmup: int, cache: dict, device=None)
             cache[key] = (compiled, compile_s, model, sess)
     feeds = entry["feeds"] or random_feeds(model.inputs)
     with device.host_thread_on_device_cpus() if device else contextlib.nullcontext():
-        return _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key)
+        return _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key, min_seconds)
 
 
-def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key) -> dict:
+#: A model's rounds grow (up to this many times ``--rounds``) until its timed rounds take
+#: ``--min-seconds``: a fast model's median then rests on hundreds of pairs, not 25.
+MAX_ROUNDS_FACTOR = 10
+
+
+def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
+           min_seconds: float = 0.0) -> dict:
+    t = time.perf_counter()
     for _ in range(warmup):
         model.run(feeds)
         sess.run(None, feeds)
+    per_round = (time.perf_counter() - t) / max(warmup, 1)
+    if min_seconds > 0 and per_round > 0:
+        rounds = max(rounds, min(MAX_ROUNDS_FACTOR * rounds, math.ceil(min_seconds / per_round)))
     ours, theirs, host = [], [], []
     for r in range(rounds):
         order = (0, 1) if r % 2 == 0 else (1, 0)
@@ -141,7 +152,7 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key) 
         "aircc_ms": 1e3 * statistics.median(ours), "onnxruntime_ms": 1e3 * statistics.median(theirs),
         "host_us_per_inference": 1e6 * statistics.median(steady),
         "host_us_after_ort": 1e6 * statistics.median(host),
-        "peak_device_bytes": int(peak), "compile_s": compile_s,
+        "peak_device_bytes": int(peak), "compile_s": compile_s, "rounds": rounds,
     }
     # each round runs both back to back: the median of the per-round ratios is the paired
     # comparison, robust to the machine slowing down for a while in the middle of the run
@@ -209,7 +220,9 @@ def load_time(megabytes: int = 90) -> dict:
 def markdown(results: dict) -> str:
     lines = [f"Machine: {results['machine']['cpu']}, {results['machine']['cpus']} CPUs, "
              f"Python {results['machine']['python']}, numpy {results['machine']['numpy']}, "
-             f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, medians; "
+             f"onnxruntime {results['machine']['onnxruntime']}; at least {results['rounds']} rounds "
+             f"(fast models more, until {results.get('min_seconds', 0):g} s of rounds, up to "
+             f"{MAX_ROUNDS_FACTOR * results['rounds']}), medians; "
              + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
                 if results.get("device_cpus") else "nothing pinned."), "",
              "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference | host us after ort "
@@ -234,6 +247,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--min-seconds", type=float, default=None,
+                    help="time a fast model for more rounds until its rounds take this long "
+                         f"(at most {MAX_ROUNDS_FACTOR}x --rounds; default 2, 0 with --quick)")
     ap.add_argument("--quick", action="store_true", help="5 rounds, small scaling sizes")
     ap.add_argument("--only", default=None, help="comma-separated model names")
     ap.add_argument("--out", default=HERE, help="directory for results.json and results.md")
@@ -248,11 +264,12 @@ def main(argv=None) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         entries = [e for e in entries if e["name"] in wanted]
-    results = {"machine": machine(), "rounds": rounds, "models": [],
+    min_seconds = args.min_seconds if args.min_seconds is not None else (0.0 if args.quick else 2.0)
+    results = {"machine": machine(), "rounds": rounds, "min_seconds": min_seconds, "models": [],
                "device_cpus": sorted(device.cpus) if device else None}
     cache: dict = {}
     for entry in entries:
-        r = bench_model(entry, rounds, args.warmup, cache, device)
+        r = bench_model(entry, rounds, args.warmup, cache, device, min_seconds)
         results["models"].append(r)
         print(f"{r['model']:<24} {r['mode']:<8} aircc {r['aircc_ms']:9.2f} ms  ort {r['onnxruntime_ms']:9.2f} ms  "
               f"ratio {r['ratio']:5.2f}  host {r['host_us_per_inference']:8.0f} us", flush=True)
