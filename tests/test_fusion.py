@@ -417,8 +417,8 @@ def test_attention_transposes_fold_into_the_matmuls():
 
 def test_softmax_and_the_matmul_after_it_become_one_kernel():
     """softmax(S + mask) @ V with the normalisation deferred to the product, against
-    onnxruntime: a mask per key (scaling V's rows), a mask per query and key (added
-    first), no mask, scores whose exponentials overflow (shifted, once), a sample
+    onnxruntime: a mask per key (scaling V's rows), the same expanded over the queries
+    (taken as its first row), a mask per query and key (added first), no mask, scores whose exponentials overflow (shifted, once), a sample
     whose every key is masked (its sums underflow: the exact way), small and large
     tensors, V through a head transpose (perm_b / perm_y carry over).  A Softmax read
     elsewhere stays."""
@@ -436,27 +436,32 @@ def test_softmax_and_the_matmul_after_it_become_one_kernel():
              helper.make_node("Softmax", ["s3"], ["p3"]),
              helper.make_node("MatMul", ["p3", "vt2"], ["y3"]),
              helper.make_node("Softmax", ["s"], ["p4"]),
-             helper.make_node("MatMul", ["p4", "vt2"], ["y4"])]
+             helper.make_node("MatMul", ["p4", "vt2"], ["y4"]),
+             helper.make_node("Add", ["s", "wide"], ["a5"]),     # a key mask expanded over queries
+             helper.make_node("Softmax", ["a5"], ["p5"], axis=-1),
+             helper.make_node("MatMul", ["p5", "vt2"], ["y5"])]
     rng = np.random.default_rng(13)
     for b, h, n in ((3, 2, 5), (3, 2, 48)):
         m = model(nodes, [tensor("s", [b, h, n, n]), tensor("keymask", [b, 1, 1, n]),
-                          tensor("causal", [n, n]), tensor("v", [b, n, h, 4]), tensor("vt2", [b, h, n, 4])],
+                          tensor("causal", [n, n]), tensor("v", [b, n, h, 4]), tensor("vt2", [b, h, n, 4]),
+                          tensor("wide", [b, 1, n, n])],
                   [tensor("y1", [b, n, h, 4]), tensor("y2", [b, h, n, 4]), tensor("y3", [b, h, n, 4]),
-                   tensor("y4", [b, h, n, 4]), tensor("p4", [b, h, n, n])],
+                   tensor("y4", [b, h, n, 4]), tensor("p4", [b, h, n, n]), tensor("y5", [b, h, n, 4])],
                   [const("big", np.array(40.0, np.float32))])
         keymask = np.where(rng.random((b, 1, 1, n)) < 0.3, -10000.0, 0.0).astype(np.float32)
         keymask[1] = -10000.0                   # every key of sample 1 masked
         feeds = {"s": (rng.standard_normal((b, h, n, n)) * 2).astype(np.float32), "keymask": keymask,
                  "causal": np.triu(np.full((n, n), -1e9, np.float32), 1),
                  "v": rng.standard_normal((b, n, h, 4)).astype(np.float32),
-                 "vt2": rng.standard_normal((b, h, n, 4)).astype(np.float32)}
+                 "vt2": rng.standard_normal((b, h, n, 4)).astype(np.float32),
+                 "wide": np.ascontiguousarray(np.broadcast_to(keymask, (b, 1, n, n)))}
         ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
         for mode in ("static", "dynamic"):
             compiled = aircc.compile(m, mode=mode, input_shapes={k: list(v.shape) for k, v in feeds.items()})
-            assert compiled.report["fused_softmax_matmul"] == 3
+            assert compiled.report["fused_softmax_matmul"] == 4
             fused = [nd for nd in compiled.graph.nodes if nd.op == "SoftmaxMatMul"]
             assert fused[0].attrs == {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}
             assert [nd.op for nd in compiled.graph.nodes].count("Softmax") == 1
             got = aircc.load(compiled).run(feeds)
-            for name, r in zip(("y1", "y2", "y3", "y4", "p4"), ref):
+            for name, r in zip(("y1", "y2", "y3", "y4", "p4", "y5"), ref):
                 np.testing.assert_allclose(got[name], r, rtol=2e-5, atol=2e-6, err_msg=f"{mode} {n} {name}")

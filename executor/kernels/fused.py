@@ -71,8 +71,9 @@ class SoftmaxMatMul:
     @ V = (E @ (w' * V)) / (E @ w') when M is one row per key (w' its transpose, so
     the mask scales V's rows, not E's columns): the scores are exponentiated once,
     unshifted (see ``UNSHIFTED_SUM_MAX``), and never normalised; the division is over
-    the small result.  Any other mask is
-    added first.  A row whose sum underflows (its scores far below the shift)
+    the small result.  A mask expanded over the query rows (the same row for each:
+    checked, one comparison over the mask) is taken as its first row; any other
+    mask is added first.  A row whose sum underflows (its scores far below the shift)
     sends the tensor the exact way: softmax with each row's own maximum, then the
     product.  Scores under Softmax's ``SMALL`` take its short path, then the product
     (there the launch saved is the gain)."""
@@ -129,6 +130,10 @@ class SoftmaxMatMul:
             return
         if m is not None and m.size > s.size:
             s, m = m, s
+        if m is not None and m.ndim >= 2 and m.shape[-2] != 1 and s.shape == shape:
+            head = m[..., :1, :]            # an expanded mask, the same for every query row:
+            if np.array_equal(m, np.broadcast_to(head, m.shape)):   # one row per key after all
+                m = head
         if m is not None and (s.shape != shape or (m.ndim >= 2 and m.shape[-2] != 1)):
             np.add(s, m, out=e)             # not a mask per key: add it first
             s, m = e, None
