@@ -185,6 +185,20 @@ def test_conv_blocks(monkeypatch):
     check("Conv", inputs, {"pads": [1, 1, 1, 1]}, opset=11, rtol=1e-4, atol=1e-5)
 
 
+def test_separable_pools_in_channel_blocks(monkeypatch):
+    """Separable pools run a cache-sized block of channels at a time: several blocks (and
+    a last, shorter one) give the reference result, padded or not, max and average."""
+    import aircc.executor.kernels.pool as pool
+    monkeypatch.setattr(pool, "POOL_BLOCK_BYTES", 3 * 11 * 11 * 4)
+    x = rand(2, 4, 11, 11)
+    for op, attrs in (("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}),
+                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+                      ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 1, 0, 0]})):
+        t = getattr(pool, op).tiling([TensorType.of(x)], attrs)
+        assert t["mode"] == "separable" and t["block"] == 3
+        check(op, [x], attrs, opset=11, rtol=1e-5, atol=1e-6)
+
+
 def test_depthwise_channel_blocks(monkeypatch):
     """Depthwise convolution over several channel blocks gives the same result."""
     import aircc.executor.kernels.conv as conv
