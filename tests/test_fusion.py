@@ -240,7 +240,9 @@ def test_residual_add_fuses_into_the_layernorm_after_it():
 
 def test_batchnorm_scale_moves_into_the_next_convs_weights():
     """BN + Relu -> Conv becomes Add(t/s) + Relu -> Conv(W*s) when every scale s > 0
-    (a padded 3x3 keeps its zero pads); a negative scale, or a second reader, keeps the BN."""
+    (a padded 3x3 keeps its zero pads), and Max(x, -t/s) -> Conv(W*s, bias + W*s @ t/s)
+    before an unpadded 1x1 unless the shift is far beyond the BN's running std; a
+    negative scale keeps the BN."""
     import onnxruntime as ort
 
     rng = np.random.default_rng(6)
@@ -252,26 +254,41 @@ def test_batchnorm_scale_moves_into_the_next_convs_weights():
                 const(f"{prefix}m", rng.standard_normal(c).astype(np.float32)),
                 const(f"{prefix}v", rng.random(c).astype(np.float32) + 0.5)]
 
-    inits = bn_params("p") + bn_params("n", -1.0) + [
+    wide = bn_params("w")
+    wide[2] = const("wm", np.full(c, 2.0, np.float32))           # |shift| ~ 2 > 64 * 0.01
+    wide[3] = const("wv", np.full(c, 1e-4, np.float32))
+    inits = bn_params("p") + bn_params("n", -1.0) + bn_params("q") + wide + [
         const("W", rng.standard_normal((4, c, 3, 3)).astype(np.float32)),
-        const("W2", rng.standard_normal((4, c, 1, 1)).astype(np.float32))]
+        const("W2", rng.standard_normal((4, c, 1, 1)).astype(np.float32)),
+        const("W3", rng.standard_normal((4, c, 1, 1)).astype(np.float32)),
+        const("B3", rng.standard_normal(4).astype(np.float32))]
     nodes = [helper.make_node("BatchNormalization", ["x", "pg", "pb", "pm", "pv"], ["a"]),
              helper.make_node("Relu", ["a"], ["r"]),
              helper.make_node("Conv", ["r", "W"], ["y"], pads=[1, 1, 1, 1]),
              helper.make_node("BatchNormalization", ["x", "ng", "nb", "nm", "nv"], ["a2"]),
              helper.make_node("Relu", ["a2"], ["r2"]),
-             helper.make_node("Conv", ["r2", "W2"], ["y2"])]
-    m = model(nodes, [tensor("x", [2, c, 5, 5])], [tensor("y", [2, 4, 5, 5]), tensor("y2", [2, 4, 5, 5])],
-              inits)
+             helper.make_node("Conv", ["r2", "W2"], ["y2"]),
+             # 1x1: relu(x + c) = max(x, -c) + c, and W @ c joins the bias
+             helper.make_node("BatchNormalization", ["x", "qg", "qb", "qm", "qv"], ["a3"]),
+             helper.make_node("Relu", ["a3"], ["r3"]),
+             helper.make_node("Conv", ["r3", "W3", "B3"], ["y3"]),
+             # the same with a shift far beyond the running std: the shift stays
+             helper.make_node("BatchNormalization", ["x50", "wg", "wb", "wm", "wv"], ["a4"]),
+             helper.make_node("Relu", ["a4"], ["r4"]),
+             helper.make_node("Conv", ["r4", "W3"], ["y4"])]
+    m = model(nodes, [tensor("x", [2, c, 5, 5]), tensor("x50", [2, c, 5, 5])],
+              [tensor(n, [2, 4, 5, 5]) for n in ("y", "y2", "y3", "y4")], inits)
     compiled = aircc.compile(m)
-    assert compiled.report["pushed_bn_scales"] == 1
+    assert compiled.report["pushed_bn_scales"] == 3
     ops = [n.op for n in compiled.graph.nodes]
-    assert ops.count("BatchNormalization") == 1 and "ElementwiseChain" in ops
-    feeds = {"x": rng.standard_normal((2, c, 5, 5)).astype(np.float32)}
+    assert ops.count("BatchNormalization") == 1 and ops.count("ElementwiseChain") == 2
+    assert ops.count("Max") == 1
+    feeds = {"x": rng.standard_normal((2, c, 5, 5)).astype(np.float32),
+             "x50": (2 + 0.01 * rng.standard_normal((2, c, 5, 5))).astype(np.float32)}
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     got = aircc.load(compiled).run(feeds)
-    np.testing.assert_allclose(got["y"], ref[0], rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got["y2"], ref[1], rtol=1e-4, atol=1e-4)
+    for k, name in enumerate(("y", "y2", "y3", "y4")):
+        np.testing.assert_allclose(got[name], ref[k], rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():

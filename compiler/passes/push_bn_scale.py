@@ -9,6 +9,14 @@ Relu fused, and its only reader is a Conv with constant weights:
 The BN becomes an Add of the per-channel constant t / s and a Relu, which
 ``fuse-elementwise`` then runs as one chain: two passes over the activation
 instead of three, and the multiply by a per-channel scale was the slowest.
+
+When the Conv is 1x1 and unpadded (DenseNet's bottlenecks and transitions),
+the shift goes too: relu(x + c) = max(x, -c) + c, and a constant c per input
+channel adds W @ c to every output of a 1x1 convolution, so the BN becomes one
+``Max(x, -c)`` (one pass) and W @ c joins the Conv's bias.  Moving c out of the
+Relu cancels (W @ -c from the clipped inputs against W @ c in the bias) with an
+error of about |c| / sigma float32 roundings, sigma the BN's running standard
+deviation; it is done only where |c| <= ``MAX_SHIFT_SIGMAS`` * sigma.
 """
 from __future__ import annotations
 
@@ -24,6 +32,36 @@ def _scale_shift(graph: Graph, bn: Node):
     gamma, beta, mean, var = (p.astype(np.float64) for p in params)
     scale = gamma / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
     return scale, beta - mean * scale
+
+
+#: Largest |shift| / running std for which the shift of a BN + Relu moves into a 1x1
+#: Conv's bias (the cancellation it costs grows with it: 64 float32 roundings ~ 8e-6).
+MAX_SHIFT_SIGMAS = 64.0
+
+
+def _pointwise(conv: Node, w: np.ndarray) -> bool:
+    pads = conv.attrs.get("pads") or [0]
+    return w.shape[2:] == (1,) * (w.ndim - 2) and not any(pads) \
+        and conv.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+
+
+def _into_bias(graph: Graph, bn: Node, conv: Node, new_w: np.ndarray, c: np.ndarray) -> bool:
+    """Add new_w @ c to the Conv's bias (making one if it has none); False when the shift
+    is too large against the BN's running std to move out of the Relu."""
+    var = graph.constants[bn.inputs[4]].astype(np.float64)
+    if not np.all(np.abs(c) <= MAX_SHIFT_SIGMAS * np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))):
+        return False
+    old = graph.constants.get(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
+    if len(conv.inputs) > 2 and conv.inputs[2] and old is None:
+        return False                                # a bias computed at run time
+    bias = new_w.reshape(new_w.shape[0], -1).astype(np.float64) @ c
+    if old is not None:
+        bias = bias + old.astype(np.float64)
+    name = graph.fresh_name(f"{conv.name}.bn_shift_bias")
+    graph.constants[name] = bias.astype(new_w.dtype)
+    graph.types[name] = TensorType.of(graph.constants[name])
+    conv.inputs = [*conv.inputs[:2], name, *conv.inputs[3:]]
+    return True
 
 
 def push_bn_scale(graph: Graph) -> Graph:
@@ -59,12 +97,17 @@ def push_bn_scale(graph: Graph) -> Graph:
             graph.constants[name] = arr
             graph.types[name] = TensorType.of(arr)
         conv.inputs = [conv.inputs[0], w_name, *conv.inputs[2:]]
+        pushed += 1
+        if _pointwise(conv, w) and _into_bias(graph, bn, conv, new_w, shift / scale):
+            graph.constants[c_name] = (-shift_c).astype(w.dtype)
+            replaced[bn.name] = [Node("Max", [bn.inputs[0], c_name], [out], name=f"{bn.name}/max",
+                                      version=max(bn.version, 13))]
+            continue
         shifted = graph.fresh_name(f"{bn.outputs[0]}.shifted")
         graph.types[shifted] = t
         replaced[bn.name] = [
             Node("Add", [bn.inputs[0], c_name], [shifted], name=f"{bn.name}/shift", version=bn.version),
             Node("Relu", [shifted], [out], name=f"{bn.name}/relu", version=bn.version)]
-        pushed += 1
     nodes = []
     for n in graph.nodes:
         nodes.extend(replaced.get(n.name, [n]))
