@@ -199,6 +199,33 @@ def test_separable_pools_in_channel_blocks(monkeypatch):
         check(op, [x], attrs, opset=11, rtol=1e-5, atol=1e-6)
 
 
+def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch):
+    """The im2col (``wide``) mode with one group puts the bias in the GEMM (a row of ones)
+    and stores through a fused Relu; with groups, no bias, or a residual after it, the
+    bias and Relu are separate passes.  Every variant, in several row blocks, equals the
+    plain convolution (checked against onnxruntime elsewhere) followed by Relu."""
+    import aircc.executor.kernels.conv as conv
+    monkeypatch.setattr(conv, "BLOCK_BYTES", 6000)
+    x = rand(2, 4, 9, 11)
+    for group, with_bias, extra in ((1, True, False), (1, False, False), (2, True, False),
+                                    (1, True, True)):
+        w, b = rand(6, 4 // group, 3, 3), rand(6)
+        ins = [x, w] + ([b] if with_bias else [])
+        attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1], "group": group}
+        t = conv.Conv.tiling([TensorType.of(a) for a in ins], attrs)
+        assert t["mode"] == "wide" and t["rows"] < t["out"][0]
+        plain = np.empty((2, 6, *t["out"]), np.float32)
+        conv.Conv.kernel(ins, [plain], attrs, t, None)
+        res = rand(*plain.shape)
+        fused_ins = ins + ([b if with_bias else None] if extra and len(ins) < 3 else []) \
+            + ([res] if extra else [])
+        fused_attrs = {**attrs, "fused_relu": 1, **({"fused_add": 1} if extra else {})}
+        got = np.empty_like(plain)
+        conv.Conv.kernel(fused_ins, [got], fused_attrs, t, None)
+        np.testing.assert_allclose(got, np.maximum(plain + (res if extra else 0), 0), rtol=1e-5,
+                                   atol=1e-6)
+
+
 def test_depthwise_channel_blocks(monkeypatch):
     """Depthwise convolution over several channel blocks gives the same result."""
     import aircc.executor.kernels.conv as conv

@@ -154,7 +154,7 @@ class Conv:
             t.update(mode="depthwise_wide", chunk=chunk, acc_off=base, cols_off=base + acc,
                      workspace=base + acc + align(chunk * ntaps * run))
         else:
-            per_row = c * ntaps * wq * item
+            per_row = (c * ntaps + 1) * wq * item      # + a row of ones: the bias in the GEMM
             per_row_out = m * wq * item
             rows = max(1, min(out_sp[0], BLOCK_BYTES // (per_row + per_row_out)))
             t.update(mode="wide", rows=rows, buf_off=base,
@@ -168,8 +168,11 @@ class Conv:
         if t["mode"] in ("pointwise", "taps"):
             Conv._gemm_modes(ins, outs, attrs, t, ws)
             return
-        Conv._run(ins, outs, attrs, t, ws)
-        epilogue(outs[0], ins[3] if len(ins) > 3 else None, attrs)
+        # the wide mode stores its result through the Relu when nothing is added after it
+        relu_store = t["mode"] == "wide" and bool(attrs.get("fused_relu")) and not attrs.get("fused_add")
+        Conv._run(ins, outs, attrs, t, ws, relu_store)
+        if not relu_store:
+            epilogue(outs[0], ins[3] if len(ins) > 3 else None, attrs)
 
     @staticmethod
     def _gemm_modes(ins, outs, attrs, t, ws) -> None:
@@ -247,7 +250,7 @@ class Conv:
                 np.maximum(yi, 0, out=yi)
 
     @staticmethod
-    def _run(ins, outs, attrs, t, ws) -> None:
+    def _run(ins, outs, attrs, t, ws, relu_store: bool = False) -> None:
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
@@ -260,7 +263,7 @@ class Conv:
             for i in range(n):
                 planes = pad_into_phases(x[i], ws, 0, t["plan"], 0)
                 if mode == "wide":
-                    Conv._wide(planes, w, y[i], bias, t, ws)
+                    Conv._wide(planes, w, b, y[i], t, ws, relu_store)
                 else:
                     Conv._depthwise_wide(planes, w, y[i], bias, t, ws)
             return
@@ -278,28 +281,43 @@ class Conv:
             np.add(y, bias, out=y)
 
     @staticmethod
-    def _wide(planes, w, yi, bias, t, ws) -> None:
+    def _wide(planes, w, b, yi, t, ws, relu: bool = False) -> None:
         """2-D conv: copy each kernel tap's contiguous run into the column block, one GEMM
-        per group, then store the valid columns (adding the bias on the way)."""
+        per group, then store the valid columns (through the Relu with ``relu``).  With
+        one group the bias rides in the GEMM: a row of ones under the columns and the
+        bias as one more weight column, so the store is the only pass after it."""
         c, m, g, cg, mg = t["c"], t["m"], t["g"], t["cg"], t["mg"]
         (ho, wo), rows = t["out"], t["rows"]
         wq, taps = t["plan"]["wq"], t["plan"]["taps"]
         kk = cg * len(taps)
-        w3 = w.reshape(g, mg, kk)
+        ones = b is not None and g == 1
+        if ones:
+            w3 = np.concatenate([w.reshape(1, m, kk), b.reshape(1, m, 1).astype(w.dtype)], axis=2)
+        else:
+            w3 = w.reshape(g, mg, kk)
+        bias = None if b is None or ones else b.reshape(m, 1, 1)
         for r0 in range(0, ho, rows):
             nr = min(rows, ho - r0)
             run = nr * wq
-            cols = carve(ws, t["buf_off"], (c, len(taps), run), planes.dtype)
+            cols = carve(ws, t["buf_off"], (c * len(taps) + ones, run), planes.dtype)
+            taps_cols = cols[:c * len(taps)].reshape(c, len(taps), run)
             for k, (j, off) in enumerate(taps):
                 start = r0 * wq + off
-                np.copyto(cols[:, k], planes[j, :, start:start + run])
+                np.copyto(taps_cols[:, k], planes[j, :, start:start + run])
+            if ones:
+                cols[-1] = 1
             acc = carve(ws, t["out_off"], (m, run), planes.dtype)
-            np.matmul(w3, view(cols, (g, kk, run)), out=view(acc, (g, mg, run)))
+            np.matmul(w3, view(cols, (g, kk + ones, run)), out=view(acc, (g, mg, run)))
             res = view(acc, (m, nr, wq))[:, :, :wo]
-            if bias is None:
-                np.copyto(yi[:, r0:r0 + nr], res)
+            dst = yi[:, r0:r0 + nr]
+            if bias is not None:
+                np.add(res, bias, out=dst)
+                if relu:
+                    np.maximum(dst, 0, out=dst)
+            elif relu:
+                np.maximum(res, 0, out=dst)
             else:
-                np.add(res, bias, out=yi[:, r0:r0 + nr])
+                np.copyto(dst, res)
 
     @staticmethod
     def _depthwise_wide(planes, w, yi, bias, t, ws) -> None:
