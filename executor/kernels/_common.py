@@ -227,6 +227,20 @@ def carve(ws: np.ndarray, offset: int, shape: Sequence[int], dtype) -> np.ndarra
     return ws[offset:offset + n].view(dt).reshape(tuple(shape))
 
 
+_COLUMNS: dict = {}
+
+
+def constant_column(n: int, value: float, dtype) -> np.ndarray:
+    """A read-only (n, 1) column of ``value``, made once per (n, value, dtype): the right
+    operand of a GEMM that sums (1) or averages (1/n) rows."""
+    key = (n, value, np.dtype(dtype))
+    col = _COLUMNS.get(key)
+    if col is None:
+        col = _COLUMNS[key] = np.full((n, 1), value, dtype)
+        col.flags.writeable = False
+    return col
+
+
 def workspace(ws: Optional[np.ndarray], nbytes: int) -> np.ndarray:
     """``ws`` when the runtime supplied it, else a fresh buffer (kernels called directly)."""
     if ws is not None and ws.nbytes >= nbytes:

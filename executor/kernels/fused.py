@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import align, broadcast_shapes, carve, is_int, prod, workspace
+from aircc.executor.kernels._common import (align, broadcast_shapes, carve, constant_column, is_int,
+                                            prod, workspace)
 from aircc.executor.kernels.elementwise import erf
-from aircc.executor.kernels.gemm import _inverse
+from aircc.executor.kernels.gemm import permuted_shape, permuted_views
 from aircc.executor.kernels.registry import InferContext, op
 from aircc.executor.kernels.softmax import (ROW_SUM_FLOOR as _ROW_SUM_FLOOR, SMALL, _softmax,
                                             _softmax_add, _softmax_exact)
@@ -86,9 +87,7 @@ class SoftmaxMatMul:
             if ctx.input_type(2).dtype != st.dtype:
                 ctx.fail(f"mask is {ctx.input_type(2).dtype} but the scores are {st.dtype}")
             s = broadcast_shapes(ctx, s, ctx.input_shape(2))
-        v = ctx.input_shape(1)
-        if "perm_b" in ctx.attrs:
-            v = tuple(v[p] for p in ctx.attrs["perm_b"])
+        v = permuted_shape(ctx, ctx.input_shape(1), ctx.attrs.get("perm_b"), "perm_b")
         if vt.dtype != st.dtype or st.dtype not in ("float32", "float64"):
             ctx.fail(f"scores {st.dtype} and V {vt.dtype} must be one float type")
         if len(s) < 2 or len(v) < 2:
@@ -96,9 +95,7 @@ class SoftmaxMatMul:
         if is_int(s[-1]) and is_int(v[-2]) and s[-1] != v[-2]:
             ctx.fail(f"{s[-1]} keys in the scores {s} but {v[-2]} rows in V {v}")
         out = (*broadcast_shapes(ctx, s[:-2], v[:-2]), s[-2], v[-1])
-        if "perm_y" in ctx.attrs:
-            out = tuple(out[p] for p in ctx.attrs["perm_y"])
-        return [TensorType(st.dtype, out)]
+        return [TensorType(st.dtype, permuted_shape(ctx, out, ctx.attrs.get("perm_y"), "perm_y"))]
 
     @staticmethod
     def tiling(types, attrs) -> dict:
@@ -111,13 +108,8 @@ class SoftmaxMatMul:
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        s, v = ins[0], ins[1]
-        m = ins[2] if len(ins) > 2 else None
-        if "perm_b" in attrs:
-            v = v.transpose(attrs["perm_b"])
-        y = outs[0]
-        if "perm_y" in attrs:
-            y = y.transpose(_inverse(attrs["perm_y"]))
+        s, m = ins[0], ins[2] if len(ins) > 2 else None
+        _, v, y = permuted_views(attrs, None, ins[1], outs[0])
         shape = tuple(tiling["shape"]) if tiling else np.broadcast_shapes(
             s.shape, s.shape if m is None else m.shape)
         e = carve(workspace(ws, prod(shape) * s.itemsize), 0, shape, s.dtype)
@@ -140,7 +132,7 @@ class SoftmaxMatMul:
         mtop = m.max() if m is not None else 0.0
         if np.isfinite(mtop) and e.size:
             if m is None:
-                w = np.ones((e.shape[-1], 1), e.dtype)
+                w = constant_column(e.shape[-1], 1, e.dtype)
                 vw = v
             else:
                 w = np.exp(m - mtop)

@@ -13,7 +13,8 @@ def _same_dim(ctx: InferContext, a, b, what: str) -> None:
         ctx.fail(f"{what}: {a} != {b}")
 
 
-def _permuted(ctx: InferContext, shape, perm, what: str):
+def permuted_shape(ctx: InferContext, shape, perm, what: str):
+    """``shape`` seen through the axis permutation ``perm`` (None: as it is)."""
     if perm is None:
         return shape
     if sorted(perm) != list(range(len(shape))):
@@ -21,11 +22,16 @@ def _permuted(ctx: InferContext, shape, perm, what: str):
     return tuple(shape[p] for p in perm)
 
 
-def _inverse(perm) -> list[int]:
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return inv
+def permuted_views(attrs: dict, a, b, y):
+    """The operands read through ``perm_a`` / ``perm_b``, and the result written through
+    the inverse of ``perm_y`` (views; an absent operand stays None)."""
+    if "perm_a" in attrs:
+        a = a.transpose(attrs["perm_a"])
+    if "perm_b" in attrs:
+        b = b.transpose(attrs["perm_b"])
+    if "perm_y" in attrs:
+        y = y.transpose(np.argsort(attrs["perm_y"]))
+    return a, b, y
 
 
 @op("MatMul", since=1, engine="cube")
@@ -40,8 +46,8 @@ class MatMul:
         at, bt = ctx.input_type(0), ctx.input_type(1)
         if at.dtype != bt.dtype:
             ctx.fail(f"operand types differ: {at.dtype} vs {bt.dtype}")
-        a = _permuted(ctx, ctx.input_shape(0), ctx.attrs.get("perm_a"), "perm_a")
-        b = _permuted(ctx, ctx.input_shape(1), ctx.attrs.get("perm_b"), "perm_b")
+        a = permuted_shape(ctx, ctx.input_shape(0), ctx.attrs.get("perm_a"), "perm_a")
+        b = permuted_shape(ctx, ctx.input_shape(1), ctx.attrs.get("perm_b"), "perm_b")
         if len(a) == 0 or len(b) == 0:
             ctx.fail("MatMul operands must have rank >= 1")
         a2 = (1, *a) if len(a) == 1 else a
@@ -49,17 +55,11 @@ class MatMul:
         _same_dim(ctx, a2[-1], b2[-2], f"inner dims of {a} and {b} differ")
         batch = broadcast_shapes(ctx, a2[:-2], b2[:-2])
         out = list(batch) + ([] if len(a) == 1 else [a2[-2]]) + ([] if len(b) == 1 else [b2[-1]])
-        return [TensorType(at.dtype, _permuted(ctx, tuple(out), ctx.attrs.get("perm_y"), "perm_y"))]
+        return [TensorType(at.dtype, permuted_shape(ctx, tuple(out), ctx.attrs.get("perm_y"), "perm_y"))]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        a, b, y = ins[0], ins[1], outs[0]
-        if "perm_a" in attrs:
-            a = a.transpose(attrs["perm_a"])
-        if "perm_b" in attrs:
-            b = b.transpose(attrs["perm_b"])
-        if "perm_y" in attrs:
-            y = y.transpose(_inverse(attrs["perm_y"]))
+        a, b, y = permuted_views(attrs, ins[0], ins[1], outs[0])
         if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:
             # (..., M, K) @ (K, N): one GEMM over every row; numpy would make one per matrix
             np.matmul(a.reshape(-1, a.shape[-1]), b, out=view(y, (-1, y.shape[-1])))

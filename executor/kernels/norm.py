@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, epilogue,
-                                            norm_axis, prod, view, workspace)
+from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, constant_column,
+                                            epilogue, norm_axis, prod, view, workspace)
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -109,17 +109,12 @@ def _normalize_rows(x2: np.ndarray, y2: np.ndarray, eps: float):
 #: (numpy's reductions over short rows are slow; BLAS accumulates a thousand
 #: float32 terms with error far under the tolerance of the result).
 GEMM_STATS_MAX = 1024
-_MEAN_COLUMNS: dict = {}
 
 
 def _normalize_rows_gemm(x2: np.ndarray, y2: np.ndarray, eps: float):
     """y2 = (x2 - mean) / sqrt(var + eps) row-wise for float32 rows of at most
     ``GEMM_STATS_MAX``; returns (mean, std) as (R, 1) columns."""
-    n = x2.shape[1]
-    w = _MEAN_COLUMNS.get(n)
-    if w is None:
-        w = _MEAN_COLUMNS[n] = np.full((n, 1), 1.0 / n, np.float32)
-        w.flags.writeable = False
+    w = constant_column(x2.shape[1], 1.0 / x2.shape[1], np.float32)
     mean = x2 @ w
     np.subtract(x2, mean, out=y2)
     std = np.square(y2) @ w

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, norm_axis, prod,
-                                            view, workspace)
+from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, constant_column,
+                                            norm_axis, prod, view, workspace)
 from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
 
@@ -35,19 +35,6 @@ SMALL = 8192
 #: A row whose exponentials, shifted by the tensor's maximum, sum to less than this
 #: is recomputed with its own maximum (see :func:`_softmax_rows`).
 ROW_SUM_FLOOR = 2.0 ** -40
-
-
-_ONES: dict = {}
-
-
-def _ones(n: int, dtype) -> np.ndarray:
-    """A read-only (n, 1) column of ones, made once per length and dtype."""
-    key = (n, np.dtype(dtype))
-    col = _ONES.get(key)
-    if col is None:
-        col = _ONES[key] = np.ones((n, 1), dtype)
-        col.flags.writeable = False
-    return col
 
 
 def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
@@ -118,7 +105,7 @@ def _exp_normalize_rows(y: np.ndarray, source) -> None:
     the input rows."""
     np.exp(y, out=y)
     sums = np.empty((y.shape[0], 1), y.dtype)
-    gemm(y, _ones(y.shape[1], y.dtype), sums)
+    gemm(y, constant_column(y.shape[1], 1, y.dtype), sums)
     sums = sums.reshape(-1)
     low = np.flatnonzero(sums < ROW_SUM_FLOOR)
     if low.size:
