@@ -199,6 +199,27 @@ def test_separable_pools_in_channel_blocks(monkeypatch):
         check(op, [x], attrs, opset=11, rtol=1e-5, atol=1e-6)
 
 
+def test_unpadded_pools_on_big_planes_run_flat(monkeypatch):
+    """Unpadded pools on big planes reduce whole planes (a window at every input position,
+    then a strided pick): several blocks of channels (and a shorter last one), square and
+    oblong windows and strides, max and average, all equal onnxruntime; padded windows
+    keep the separable mode."""
+    import aircc.executor.kernels.pool as pool
+    monkeypatch.setattr(pool, "FLAT_MIN_PLANE", 64)
+    monkeypatch.setattr(pool, "FLAT_BLOCK_BYTES", 2 * 13 * 11 * 4)
+    x = rand(1, 5, 13, 11)
+    for attrs in ({"kernel_shape": [3, 3], "strides": [2, 2]},
+                  {"kernel_shape": [2, 3], "strides": [3, 1]},
+                  {"kernel_shape": [1, 4], "strides": [1, 2]},
+                  {"kernel_shape": [5, 1], "strides": [2, 3]}):
+        for op in ("MaxPool", "AveragePool"):
+            t = getattr(pool, op).tiling([TensorType.of(x)], attrs)
+            assert t["mode"] == "flat" and t["block"] == 2
+            check(op, [x], attrs, opset=11, engine="ort")
+    padded = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    assert pool.MaxPool.tiling([TensorType.of(x)], padded)["mode"] == "separable"
+
+
 def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch):
     """The im2col (``wide``) mode with one group puts the bias in the GEMM (a row of ones)
     and stores through a fused Relu; with groups, no bias, or a residual after it, the

@@ -182,13 +182,55 @@ def _separable(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray, ufunc, fil
         _reduce_axis(y3[c0:c1], rows, t["col_taps"], t["strides"][1], 2, ufunc, fill)
 
 
+#: Planes at least this large (elements), unpadded, take the flat mode.
+FLAT_MIN_PLANE = 2048
+#: Input bytes per block of channels of the flat mode.
+FLAT_BLOCK_BYTES = 4 << 20
+
+
+def _flat(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray, ufunc) -> None:
+    """Unpadded 2-D window reduction with every pass over whole planes: the window at
+    each input position, not only at the strided ones, first over rows (plane shifted by
+    a row), then over columns (shifted by one), so each pass is one long contiguous run
+    per channel; then one strided copy picks the outputs.  A shift by a column wraps
+    into the next row only at positions no output reads."""
+    nc = prod(x.shape[:2])
+    (ho, wo), (h, w) = t["out"], x.shape[2:]
+    (kh, kw), (sh, sw) = t["kernel"], t["strides"]
+    xf, y3 = view(x, (nc, h * w)), view(y, (nc, ho, wo))
+    n1, block = t["flat_rows"], t["block"]
+    n2 = n1 - (kw - 1)
+    it = x.itemsize
+    for c0 in range(0, nc, block):
+        c1 = min(nc, c0 + block)
+        r = carve(ws, 0, (c1 - c0, n1), x.dtype)
+        c = carve(ws, t["flat_cols_off"], (c1 - c0, n2), x.dtype)
+        src = xf[c0:c1]
+        ufunc(src[:, :n1], src[:, w:w + n1], out=r) if kh > 1 else np.copyto(r, src[:, :n1])
+        for i in range(2, kh):
+            ufunc(r, src[:, i * w:i * w + n1], out=r)
+        ufunc(r[:, :n2], r[:, 1:n2 + 1], out=c) if kw > 1 else np.copyto(c, r[:, :n2])
+        for j in range(2, kw):
+            ufunc(c, r[:, j:j + n2], out=c)
+        np.copyto(y3[c0:c1], as_strided(c, shape=(c1 - c0, ho, wo),
+                                        strides=(n2 * it, sh * w * it, sw * it)))
+
+
 def _separable_tiling(types, t: dict) -> dict:
-    """Switch a 2-D, undilated pool's tiling to the separable mode."""
+    """Switch a 2-D, undilated pool's tiling to the flat mode (unpadded, big planes) or
+    the separable mode."""
     xs = [int(d) for d in types[0].shape]
     if len(xs) != 4 or t["dilations"] != [1, 1]:
         return t
     item = np.dtype(types[0].dtype).itemsize
     (kh, kw), (sh, sw), (ho, wo) = t["kernel"], t["strides"], t["out"]
+    if not t["padded"] and xs[2] * xs[3] >= FLAT_MIN_PLANE:
+        n1 = (sh * (ho - 1) + 1) * xs[3]
+        block = max(1, min(xs[0] * xs[1], FLAT_BLOCK_BYTES // (xs[2] * xs[3] * item)))
+        cols = align(block * n1 * item)
+        t.update(mode="flat", block=block, flat_rows=n1, flat_cols_off=cols,
+                 workspace=cols + align(block * (n1 - kw + 1) * item))
+        return t
     block = max(1, min(xs[0] * xs[1], POOL_BLOCK_BYTES // max(1, xs[2] * xs[3] * item)))
     t.update(mode="separable", rows_off=0, block=block, workspace=align(block * ho * xs[3] * item),
              row_taps=_tap_ranges(ho, xs[2], kh, sh, t["pb"][0]),
@@ -244,6 +286,9 @@ class MaxPool:
         if t["mode"] == "separable":
             _separable(x, y, t, workspace(ws, t["workspace"]), np.maximum, lowest(x.dtype))
             return
+        if t["mode"] == "flat":
+            _flat(x, y, t, workspace(ws, t["workspace"]), np.maximum)
+            return
         if t["mode"] == "phase":
             np.copyto(y, _phase_pool(x, t, ws, lowest(x.dtype), np.maximum))
             return
@@ -293,6 +338,9 @@ class AveragePool:
         t = ensure_tiling(AveragePool, tiling, ins, attrs)
         if t["mode"] == "separable":
             _separable(x, y, t, workspace(ws, t["workspace"]), np.add, 0)
+            src = y
+        elif t["mode"] == "flat":
+            _flat(x, y, t, workspace(ws, t["workspace"]), np.add)
             src = y
         elif t["mode"] == "phase":
             src = _phase_pool(x, t, ws, 0, np.add)
