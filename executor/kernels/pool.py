@@ -203,17 +203,21 @@ def _flat(x: np.ndarray, y: np.ndarray, t: dict, ws: np.ndarray, ufunc) -> None:
     it = x.itemsize
     for c0 in range(0, nc, block):
         c1 = min(nc, c0 + block)
-        r = carve(ws, 0, (c1 - c0, n1), x.dtype)
-        c = carve(ws, t["flat_cols_off"], (c1 - c0, n2), x.dtype)
         src = xf[c0:c1]
-        ufunc(src[:, :n1], src[:, w:w + n1], out=r) if kh > 1 else np.copyto(r, src[:, :n1])
-        for i in range(2, kh):
-            ufunc(r, src[:, i * w:i * w + n1], out=r)
-        ufunc(r[:, :n2], r[:, 1:n2 + 1], out=c) if kw > 1 else np.copyto(c, r[:, :n2])
-        for j in range(2, kw):
-            ufunc(c, r[:, j:j + n2], out=c)
+        r = src[:, :n1]                  # a window one row tall is the input itself
+        if kh > 1:
+            r = carve(ws, 0, (c1 - c0, n1), x.dtype)
+            ufunc(src[:, :n1], src[:, w:w + n1], out=r)
+            for i in range(2, kh):
+                ufunc(r, src[:, i * w:i * w + n1], out=r)
+        c = r[:, :n2]
+        if kw > 1:
+            c = carve(ws, t["flat_cols_off"], (c1 - c0, n2), x.dtype)
+            ufunc(r[:, :n2], r[:, 1:n2 + 1], out=c)
+            for j in range(2, kw):
+                ufunc(c, r[:, j:j + n2], out=c)
         np.copyto(y3[c0:c1], as_strided(c, shape=(c1 - c0, ho, wo),
-                                        strides=(n2 * it, sh * w * it, sw * it)))
+                                        strides=(c.strides[0], sh * w * it, sw * it)))
 
 
 def _separable_tiling(types, t: dict) -> dict:
