@@ -189,17 +189,27 @@ class VirtualDevice:
         run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
 
-    def engine_call(self, spec, ins, outs, attrs, tiling, ws) -> Callable[[], None]:
-        """``spec``'s kernel bound to its operands, on the engine the spec names."""
-        kernel = spec.kernel
+    def engine_call(self, spec, ins, outs, attrs, tiling, ws, constant=None) -> Callable[[], None]:
+        """``spec``'s kernel bound to its operands, on the engine the spec names.
+
+        ``constant`` (one flag per input: a weight, fixed for the model's life) says the
+        operands stay bound as they are for many runs: the spec's ``prepare`` then works
+        out what it can once (without it, or when it declines, the kernel runs as is)."""
+        call = None
+        if constant is not None and spec.prepare is not None:
+            call = spec.prepare(ins, outs, attrs, tiling, ws, constant)
+        if call is None:
+            kernel = spec.kernel
+
+            def call():
+                kernel(ins, outs, attrs, tiling, ws)
         if spec.engine == "cube":
-            cube = self.cube
+            cube, run = self.cube, call
 
             def call():
                 with cube:
-                    kernel(ins, outs, attrs, tiling, ws)
-            return call
-        return lambda: kernel(ins, outs, attrs, tiling, ws)
+                    run()
+        return call
 
     @contextlib.contextmanager
     def host_thread_on_device_cpus(self):

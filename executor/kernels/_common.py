@@ -360,3 +360,56 @@ def epilogue(y: np.ndarray, extra: Optional[np.ndarray], attrs: dict) -> None:
         np.add(y, extra, out=y)
     if attrs.get("fused_relu"):
         np.maximum(y, 0, out=y)
+
+
+#: A constant operand of at most this many elements, once broadcast to the result, is
+#: kept expanded by a bound kernel: a same-shape ufunc skips numpy's broadcasting
+#: iterator (0.3 instead of 0.85 us per call on 16 x 64).
+EXPANDED_MAX = 16384
+
+
+def expanded(a: np.ndarray, shape: tuple, is_constant: bool) -> np.ndarray:
+    """``a`` broadcast to ``shape`` as a small array of its own when it is a constant (a
+    weight: its values never change), else ``a`` as is."""
+    if is_constant and a.shape != tuple(shape) and prod(shape) <= EXPANDED_MAX:
+        return np.ascontiguousarray(np.broadcast_to(a, shape))
+    return a
+
+
+def bound_epilogue(product, y_full: np.ndarray, y: np.ndarray, extra: Optional[np.ndarray],
+                   extra_constant: bool, attrs: dict):
+    """``product()`` (which writes ``y``, a view of ``y_full``) followed by the fused
+    scale, Add and Relu of ``attrs``, as one call with the operands worked out once."""
+    scale = y.dtype.type(attrs["fused_scale"]) if "fused_scale" in attrs else None
+    relu = bool(attrs.get("fused_relu"))
+    target = y
+    if attrs.get("fused_add"):
+        if extra is None:
+            return None
+        if extra.shape == y_full.shape and y.shape != y_full.shape:
+            extra = extra.reshape(y.shape) if extra.flags.c_contiguous else extra
+            target = y if extra.shape == y.shape else y_full
+        elif extra.ndim > 1 and y.shape != y_full.shape:
+            target = y_full
+        extra = expanded(extra, target.shape, extra_constant)
+    else:
+        extra = None
+    mul, add, maximum = np.multiply, np.add, np.maximum
+    if scale is None and not relu:
+        if extra is None:
+            return product
+
+        def run():
+            product()
+            add(target, extra, target)
+        return run
+
+    def run():
+        product()
+        if scale is not None:
+            mul(y, scale, y)
+        if extra is not None:
+            add(target, extra, target)
+        if relu:
+            maximum(y, 0, out=y)
+    return run

@@ -163,53 +163,6 @@ def _hard_swish(x, y, attrs):
     np.multiply(y, x, out=y)
 
 
-# GELU(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt(2))) / 2.  With erf(u) = tanh(u P(u^2))
-# (above), Phi(x) = (1 + tanh(z)) / 2 = 1 / (1 + exp(-2z)) with 2z = x Q(x^2) and
-# Q(t) = sqrt(2) P(t / 2): 17 float32 passes instead of 21, and no cancellation in
-# 1 + erf for negative x (measured against math.erfc in float64: within 4 ulp on
-# [-1, 12], within 3e-7 absolute below).  Coefficients of -Q, high order first.
-_GELU_NEG_Q32 = [np.float32(-math.sqrt(2) * float(c) / 2.0 ** (len(_ERF_TANH32) - 1 - i))
-                 for i, c in enumerate(_ERF_TANH32)]
-
-
-def _gelu_f32(x: np.ndarray, y: np.ndarray) -> None:
-    """y = GELU(x) for float32 x and y of the same (cache-sized) length."""
-    q = _GELU_NEG_Q32
-    with np.errstate(over="ignore", invalid="ignore"):
-        t = np.multiply(x, x)
-        np.multiply(t, q[0], out=y)
-        y += q[1]
-        for c in q[2:]:
-            y *= t
-            y += c
-        y *= x
-        np.exp(y, out=y)
-        y += np.float32(1)
-        np.divide(x, y, out=y)
-
-
-def _gelu(x, y, attrs):
-    exact = attrs.get("approximate", "none") != "tanh"
-    if exact and x.dtype == np.float32 and y.dtype == np.float32:
-        xf, yf = x.reshape(-1), view(y, (-1,))
-        for i in range(0, xf.size, _ERF_CHUNK):
-            _gelu_f32(xf[i:i + _ERF_CHUNK], yf[i:i + _ERF_CHUNK])
-        return
-    if not exact:
-        # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        np.multiply(x, x, out=y)
-        np.multiply(y, _c(y, 0.044715), out=y)
-        np.add(y, _c(y, 1), out=y)
-        np.multiply(y, x, out=y)
-        np.multiply(y, _c(y, math.sqrt(2 / math.pi)), out=y)
-        np.tanh(y, out=y)
-    else:
-        erf(np.multiply(x, _c(y, 1 / math.sqrt(2))), y)
-    np.add(y, _c(y, 1), out=y)
-    np.multiply(y, x, out=y)
-    np.multiply(y, _c(y, 0.5), out=y)
-
-
 def _shrink(x, y, attrs):
     lambd, bias = float(attrs.get("lambd", 0.5)), float(attrs.get("bias", 0.0))
     y[...] = 0
@@ -287,7 +240,6 @@ UNARY = [
     ("Softplus", 1, _softplus, _same),
     ("Softsign", 1, _softsign, _same),
     ("HardSwish", 14, _hard_swish, _same),
-    ("Gelu", 20, _gelu, _same),
     ("Mish", 18, _mish, _same),
     ("ThresholdedRelu", 10, _thresholded_relu, _same),
     ("Shrink", 9, _shrink, _same),

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import broadcast_shapes, epilogue, is_int, view
+from aircc.executor.kernels._common import (bound_epilogue, broadcast_shapes, epilogue, is_int,
+                                            view)
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -56,6 +57,16 @@ class MatMul:
         batch = broadcast_shapes(ctx, a2[:-2], b2[:-2])
         out = list(batch) + ([] if len(a) == 1 else [a2[-2]]) + ([] if len(b) == 1 else [b2[-1]])
         return [TensorType(at.dtype, permuted_shape(ctx, tuple(out), ctx.attrs.get("perm_y"), "perm_y"))]
+
+    @staticmethod
+    def prepare(ins, outs, attrs, tiling, ws, constant):
+        a, b, y = permuted_views(attrs, ins[0], ins[1], outs[0])
+        full = y
+        if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:
+            a, y = a.reshape(-1, a.shape[-1]), view(y, (-1, y.shape[-1]))
+        return bound_epilogue(lambda mm=np.matmul: mm(a, b, y), full, y,
+                              ins[2] if len(ins) > 2 else None, constant[2] if len(ins) > 2 else False,
+                              attrs)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:

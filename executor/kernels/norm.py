@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, constant_column,
-                                            epilogue, norm_axis, prod, view, workspace)
+from aircc.executor.kernels._common import (align, axis_plain, broadcast_shapes, carve,
+                                            constant_column, epilogue, expanded, norm_axis, prod,
+                                            view, workspace)
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -124,6 +125,65 @@ def _normalize_rows_gemm(x2: np.ndarray, y2: np.ndarray, eps: float):
     return mean, std
 
 
+def _bound_layernorm(ins, outs, attrs, ws, constant):
+    """LayerNormalization (float32, Y only, rows up to ``GEMM_STATS_MAX``) bound to its
+    operands: the statistics as two GEMMs with a 1/n column into the workspace, and
+    nothing but the arithmetic left per run.  None for any other use."""
+    x, scale = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    y = outs[0]
+    if any(o is not None for o in outs[1:]) or x.dtype != np.float32 or y.dtype != np.float32 \
+            or not y.flags.c_contiguous or not x.flags.c_contiguous:
+        return None
+    axis = axis_plain(attrs.get("axis", -1), y.ndim)
+    rows, cols = prod(y.shape[:axis]), prod(y.shape[axis:])
+    if not 0 < cols <= GEMM_STATS_MAX or ws is None or ws.nbytes < _layernorm_ws(rows, cols):
+        return None
+    y2 = y.reshape(rows, cols)
+    fused = attrs.get("fused_add")
+    if fused:
+        src = y2                                 # x + residual, written into y first
+        left, right = x, ins[3]
+        if x.shape != y.shape:
+            left, right = right, left
+        if left.shape != y.shape:
+            return None
+        right = expanded(right, y.shape, constant[3])
+    elif x.shape != y.shape:
+        return None
+    else:
+        src = x.reshape(rows, cols)
+    tail = y.shape[axis:]
+    g = expanded(np.broadcast_to(scale, tail).reshape(cols), (rows, cols), constant[1])
+    bb = None if b is None else expanded(np.broadcast_to(b, tail).reshape(cols), (rows, cols), constant[2])
+    w = constant_column(cols, 1.0 / cols, np.float32)
+    sq = carve(ws, 0, (rows, cols), np.float32)
+    stats = carve(ws, align(rows * cols * 4), (2, rows, 1), np.float32)
+    mean, var = stats[0], stats[1]
+    eps = np.float32(attrs.get("epsilon", 1e-5))
+    add, sub, mul, div, mm, square, sqrt = (np.add, np.subtract, np.multiply, np.divide, np.matmul,
+                                            np.square, np.sqrt)
+
+    def run():
+        if fused:
+            add(left, right, y)
+        mm(src, w, mean)
+        sub(src, mean, y2)
+        square(y2, sq)
+        mm(sq, w, var)
+        add(var, eps, var)
+        sqrt(var, var)
+        div(y2, var, y2)
+        mul(y2, g, y2)
+        if bb is not None:
+            add(y2, bb, y2)
+    return run
+
+
+def _layernorm_ws(rows: int, cols: int) -> int:
+    return align(rows * cols * 4) + align(2 * rows * 4)
+
+
 @op("LayerNormalization", since=17)
 class LayerNormalization:
     """Normalise over axes [axis, rank); outputs Y and optionally Mean, InvStdDev."""
@@ -151,6 +211,21 @@ class LayerNormalization:
         if ctx.num_outputs > 3:
             ctx.fail("LayerNormalization has at most 3 outputs")
         return outs
+
+    @staticmethod
+    def tiling(types, attrs) -> dict:
+        shape = types[0].shape
+        if types[0].dtype != "float32" or not types[0].is_static:
+            return {}
+        if attrs.get("fused_add") and len(types) > 3 and types[3] is not None and types[3].is_static:
+            shape = np.broadcast_shapes(shape, types[3].shape)
+        axis = axis_plain(attrs.get("axis", -1), len(shape))
+        rows, cols = prod(shape[:axis]), prod(shape[axis:])
+        return {"workspace": _layernorm_ws(rows, cols)} if 0 < cols <= GEMM_STATS_MAX else {}
+
+    @staticmethod
+    def prepare(ins, outs, attrs, tiling, ws, constant):
+        return _bound_layernorm(ins, outs, attrs, ws, constant)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:

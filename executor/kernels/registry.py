@@ -89,6 +89,12 @@ class OpSpec:
     """``kernel(ins, outs, attrs, tiling, workspace)``: reads ``ins``, writes ``outs`` in place."""
     tiling: Callable[[list[TensorType], dict], dict] | None = None
     """``tiling(input_types, attrs) -> dict``; may set ``workspace`` (bytes)."""
+    prepare: Callable[..., Optional[Callable[[], None]]] | None = None
+    """``prepare(ins, outs, attrs, tiling, workspace, constant) -> run() | None``: the kernel
+    bound once to operands that stay where they are (a static task, a replayed launch),
+    with whatever follows from their shapes, strides and the values of the inputs
+    ``constant`` marks (weights) worked out ahead; ``run()`` then does only the
+    arithmetic.  None: this use is left to ``kernel``."""
     value_inputs: tuple[int, ...] = ()
     """Inputs whose values (not only shapes) decide the output shapes."""
     foldable: bool = True
@@ -106,13 +112,14 @@ _REGISTRY: dict[tuple[str, str], list[OpSpec]] = {}
 
 def op(name: str, since: int = 1, domain: str = "", value_inputs: tuple[int, ...] = (),
        foldable: bool = True, engine: str = "vector"):
-    """Class decorator: register ``infer``/``kernel``/``tiling`` static methods as an op."""
+    """Class decorator: register ``infer``/``kernel``/``tiling``/``prepare`` static methods as an op."""
 
     def register(cls):
         spec = OpSpec(name=name, since=since, domain=domain,
                       infer=getattr(cls, "infer", None),
                       kernel=getattr(cls, "kernel", None),
                       tiling=getattr(cls, "tiling", None),
+                      prepare=getattr(cls, "prepare", None),
                       value_inputs=value_inputs, foldable=foldable, engine=engine)
         versions = _REGISTRY.setdefault((domain, name), [])
         versions.append(spec)

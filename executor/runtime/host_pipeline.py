@@ -229,8 +229,11 @@ class RunState:
             except BaseException as e:  # name the node and op
                 state.fail(KernelError(node["name"], node["op"], e))
         stream.submit(task)
-        if self.capture is not None:
-            self.capture.append((kernel["stream"], lambda run: call(),
+        if self.capture is not None:     # replays run it bound once (spec.prepare)
+            weights = self.m.om.weights
+            bound = self.m.device.engine_call(spec, ins, outs, node["attrs"], self.tilings[k], ws,
+                                              [bool(i) and i in weights for i in node["inputs"]])
+            self.capture.append((kernel["stream"], lambda run: bound(),
                                  {"kind": "kernel", "node": node["name"], "op": node["op"]}))
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])

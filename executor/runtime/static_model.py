@@ -110,7 +110,9 @@ class StaticModel:
             if ws_desc:
                 base = self.bases[ws_desc["mem"]] + ws_desc["offset"]
                 ws = self.device.memory.data[base:base + ws_desc["size"]]
-            call = self.device.engine_call(spec, ins, outs, task["attrs"], tiling[task["tiling"]], ws)
+            constant = [o is not None and o["mem"] == "weights" for o in task["inputs"]]
+            call = self.device.engine_call(spec, ins, outs, task["attrs"], tiling[task["tiling"]], ws,
+                                           constant)
             return lambda run: call()
         if kind == "memcpy_h2d":
             dst, b = self._view(task["dst"]), task["binding"]

@@ -1,0 +1,156 @@
+"""Kernels bound once (``OpSpec.prepare``): static tasks and replayed launches run them.
+
+A bound kernel must compute what the plain kernel computes, run after run, read
+its non-constant operands afresh every run (only weights may be worked out
+ahead), and decline (None) the uses it does not cover, which then run the plain
+kernel."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aircc.compiler.ir.graph import TensorType
+from aircc.executor.device.device import VirtualDevice
+from aircc.executor.kernels.registry import lookup
+
+
+def _spec(op: str, version: int = 20, domain: str = ""):
+    return lookup(op, version, domain)
+
+
+def _both(op, ins, out_shapes, attrs, constant, version=20, dtype=np.float32):
+    """(plain kernel's outputs, bound kernel's outputs after two runs)."""
+    spec = _spec(op, version)
+    types = [None if a is None else TensorType.of(a) for a in ins]
+    tiling = spec.tiling(types, attrs) if spec.tiling else {}
+    ws = np.empty(tiling.get("workspace", 0), np.uint8) if tiling.get("workspace") else None
+    plain = [np.empty(s, dtype) for s in out_shapes]
+    spec.kernel(ins, plain, attrs, tiling, ws)
+    bound = [np.full(s, np.nan, dtype) for s in out_shapes]
+    run = spec.prepare(ins, bound, attrs, tiling, ws, constant)
+    assert run is not None, f"{op} declined a use it covers"
+    run()
+    for b in bound:
+        b[...] = np.nan
+    run()
+    return plain, bound
+
+
+rng = np.random.default_rng(5)
+
+
+def _r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", ["plain", "no_bias", "fused_add", "fused_add_broadcast", "axis1", "big"])
+@pytest.mark.parametrize("constant", [True, False])
+def test_layernorm_bound_equals_plain(case, constant):
+    x, g, b = _r(2, 5, 8), _r(8), _r(8)
+    attrs, ins = {"axis": -1, "epsilon": 1e-5}, [x, g, b]
+    if case == "no_bias":
+        ins = [x, g]
+    elif case == "fused_add":
+        attrs["fused_add"], ins = 1, [x, g, b, _r(2, 5, 8)]
+    elif case == "fused_add_broadcast":            # the residual is the broadcast side
+        attrs["fused_add"], ins = 1, [x, g, b, _r(1, 5, 8)]
+    elif case == "axis1":
+        x, g, b = _r(2, 5, 8), _r(5, 8), _r(8)
+        attrs["axis"], ins = 1, [x, g, b]
+    elif case == "big":                            # past the expanded-constant size
+        x = _r(300, 64)
+        ins = [x, g := _r(64), b := _r(64)]
+    flags = [False] + [constant] * (len(ins) - 1)
+    plain, bound = _both("LayerNormalization", ins, [x.shape], attrs, flags, version=17)
+    np.testing.assert_allclose(bound[0], plain[0], rtol=1e-6, atol=1e-6)
+
+
+def test_layernorm_bound_reads_non_constant_operands_every_run():
+    spec = _spec("LayerNormalization", 17)
+    x, g, b, y = _r(4, 8), _r(8), _r(8), np.empty((4, 8), np.float32)
+    tiling = spec.tiling([TensorType.of(a) for a in (x, g, b)], {})
+    ws = np.empty(tiling["workspace"], np.uint8)
+    run = spec.prepare([x, g, b], [y], {}, tiling, ws, [False, False, False])
+    run()
+    first = y.copy()
+    g *= 2
+    x += 1                                          # a shift: the normalised x is unchanged
+    run()
+    np.testing.assert_allclose(y - b, 2 * (first - b), rtol=1e-5, atol=1e-5)
+
+
+def test_layernorm_declines_what_it_does_not_cover():
+    spec = _spec("LayerNormalization", 17)
+    x, g = _r(4, 8), _r(8)
+    tiling = spec.tiling([TensorType.of(x), TensorType.of(g)], {})
+    ws = np.empty(tiling["workspace"], np.uint8)
+    y, mean = np.empty((4, 8), np.float32), np.empty((4, 1), np.float32)
+    assert spec.prepare([x, g], [y, mean], {}, tiling, ws, [False, True]) is None   # Mean wanted
+    assert spec.prepare([x, g], [y], {}, tiling, None, [False, True]) is None       # no workspace
+    x64 = x.astype(np.float64)
+    assert spec.prepare([x64, g], [y.astype(np.float64)], {}, {}, ws, [False, True]) is None
+    assert spec.tiling([TensorType("float32", (2, 2048)), TensorType.of(g)], {}) == {}
+
+
+@pytest.mark.parametrize("attrs, batch", [({}, (3, 4)), ({"fused_add": 1}, (3, 4)),
+                                          ({"fused_add": 1, "fused_relu": 1}, (3, 4)),
+                                          ({"fused_scale": 0.5, "fused_add": 1}, (6,)),
+                                          ({"fused_add": 1}, (300,))])
+@pytest.mark.parametrize("constant", [True, False])
+def test_matmul_bound_equals_plain(attrs, batch, constant):
+    a, w, bias = _r(*batch, 16), _r(16, 8), _r(8)
+    ins = [a, w, bias] if attrs.get("fused_add") else [a, w]
+    plain, bound = _both("MatMul", ins, [(*batch, 8)], attrs, [False, True, constant][:len(ins)], 13)
+    np.testing.assert_allclose(bound[0], plain[0], rtol=1e-6, atol=1e-6)
+
+
+def test_matmul_bound_with_a_full_shape_residual_and_head_views():
+    a, w, res = _r(2, 3, 16), _r(16, 8), _r(2, 3, 8)
+    plain, bound = _both("MatMul", [a, w, res], [(2, 3, 8)], {"fused_add": 1}, [False, True, False], 13)
+    np.testing.assert_allclose(bound[0], plain[0], rtol=1e-6)
+    q, k = _r(2, 5, 3, 4), _r(2, 3, 4, 5)            # perm_a reads Q's heads in place
+    plain, bound = _both("MatMul", [q, k], [(2, 3, 5, 5)], {"perm_a": [0, 2, 1, 3]}, [False, False], 13)
+    np.testing.assert_allclose(bound[0], plain[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [10, 4096, 70000])
+def test_gelu_bound_equals_plain(n):
+    x = (_r(n) * 3).reshape(-1, 2) if n % 2 == 0 else _r(n) * 3
+    plain, bound = _both("Gelu", [x], [x.shape], {}, [False])
+    np.testing.assert_array_equal(bound[0], plain[0])
+
+
+def test_gelu_declines_the_tanh_form_and_in_place():
+    spec = _spec("Gelu")
+    x = _r(8)
+    ws = np.empty(64, np.uint8)
+    assert spec.prepare([x], [np.empty(8, np.float32)], {"approximate": "tanh"}, {}, ws, [False]) is None
+    assert spec.prepare([x], [x], {}, {}, ws, [False]) is None
+
+
+def test_device_binds_through_prepare_only_when_told_the_operands_stay():
+    dev = VirtualDevice(1 << 20)
+    spec = _spec("Gelu")
+    x, y = _r(8), np.empty(8, np.float32)
+    seen = []
+    original = spec.prepare
+
+    def spy(*args):
+        seen.append(args[-1])
+        return original(*args)
+
+    spec.prepare = spy
+    try:
+        dev.engine_call(spec, [x], [y], {}, {}, np.empty(64, np.uint8))()
+        assert seen == []                                   # a one-off launch: the plain kernel
+        dev.engine_call(spec, [x], [y], {}, {}, np.empty(64, np.uint8), [False])()
+        assert seen == [[False]]
+    finally:
+        spec.prepare = original
+        dev.close()
+    np.testing.assert_allclose(y, _r_gelu(x), rtol=1e-6, atol=1e-7)
+
+
+def _r_gelu(x):
+    from math import erf, sqrt
+    return np.array([v * 0.5 * (1 + erf(v / sqrt(2))) for v in x.astype(np.float64)])
