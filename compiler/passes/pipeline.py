@@ -19,6 +19,7 @@ from .fuse_add_softmax import fuse_add_softmax
 from .push_bn_scale import push_bn_scale
 from .push_matmul_scale import push_matmul_scale
 from .fold_constants import fold_constants
+from .fuse_attention import fuse_attention
 from .fuse_elementwise import fuse_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .fuse_gelu import fuse_gelu
@@ -41,6 +42,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-gelu": fuse_gelu,
     "fuse-matmul-transpose": fuse_matmul_transpose,
     "fuse-softmax-matmul": fuse_softmax_matmul,
+    "fuse-attention": fuse_attention,
     "push-bn-scale": push_bn_scale,
     "push-matmul-scale": push_matmul_scale,
     "pack-weights": pack_weights,
@@ -48,7 +50,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale",
-                    "fuse-matmul-transpose", "fuse-softmax-matmul", "push-bn-scale",
+                    "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "push-bn-scale",
                     "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 

@@ -63,6 +63,59 @@ ElementwiseChain.spec.extra["tested_by"] = "tests/test_fusion.py"
 UNSHIFTED_SUM_MAX = 1e30
 
 
+def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.ndarray,
+                   e: np.ndarray) -> None:
+    """y = softmax(s + m, last axis) @ v (see :class:`SoftmaxMatMul`); ``e`` (the shape of
+    s + m, not overlapping s) is scratch for the exponentials."""
+    shape = e.shape
+    if e.size < SMALL:                  # all per-call cost: Softmax's short path, then
+        if m is None:                   # the product
+            _softmax(s, e, e.ndim - 1)
+        else:
+            _softmax_add(s, m, e, e.ndim - 1)
+        np.matmul(e, v, out=y)
+        return
+    if m is not None and m.size > s.size:
+        s, m = m, s
+    if m is not None and m.ndim >= 2 and m.shape[-2] != 1 and s.shape == shape:
+        head = m[..., :1, :]            # an expanded mask, the same for every query row:
+        if np.array_equal(m, np.broadcast_to(head, m.shape)):   # one row per key after all
+            m = head
+    if m is not None and (s.shape != shape or (m.ndim >= 2 and m.shape[-2] != 1)):
+        np.add(s, m, out=e)             # not a mask per key: add it first
+        s, m = e, None
+    mtop = m.max() if m is not None else 0.0
+    if np.isfinite(mtop) and e.size:
+        if m is None:
+            w = constant_column(e.shape[-1], 1, e.dtype)
+            vw = v
+        else:
+            w = np.exp(m - mtop)
+            w = np.swapaxes(w.reshape((1,) * (2 - w.ndim) + w.shape), -1, -2)
+            vw = v * w
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.exp(s, out=e)
+            sums = np.matmul(e, w)
+        if not sums.max() < UNSHIFTED_SUM_MAX:     # overflow (or NaN): shift, once
+            top = s.max()
+            if np.isfinite(top):
+                np.subtract(s, top, out=e)
+                np.exp(e, out=e)
+                sums = np.matmul(e, w)
+        if sums.min() >= _ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
+            np.matmul(e, vw, out=y)
+            np.divide(y, sums, out=y)
+            return
+    # exact: each row shifted by its own maximum
+    if m is None:
+        if s is not e:
+            np.copyto(e, s)
+    else:
+        np.add(s, m, out=e)
+    _softmax_exact(e, e, e.ndim - 1)
+    np.matmul(e, v, out=y)
+
+
 @op("SoftmaxMatMul", since=1, domain="aircc", foldable=False, engine="cube")
 class SoftmaxMatMul:
     """softmax(S (+ M), last axis) @ V with the normalisation deferred to the product.
@@ -112,53 +165,7 @@ class SoftmaxMatMul:
         _, v, y = permuted_views(attrs, None, ins[1], outs[0])
         shape = tuple(tiling["shape"]) if tiling else np.broadcast_shapes(
             s.shape, s.shape if m is None else m.shape)
-        e = carve(workspace(ws, prod(shape) * s.itemsize), 0, shape, s.dtype)
-        if e.size < SMALL:                  # all per-call cost: Softmax's short path, then
-            if m is None:                   # the product
-                _softmax(s, e, e.ndim - 1)
-            else:
-                _softmax_add(s, m, e, e.ndim - 1)
-            np.matmul(e, v, out=y)
-            return
-        if m is not None and m.size > s.size:
-            s, m = m, s
-        if m is not None and m.ndim >= 2 and m.shape[-2] != 1 and s.shape == shape:
-            head = m[..., :1, :]            # an expanded mask, the same for every query row:
-            if np.array_equal(m, np.broadcast_to(head, m.shape)):   # one row per key after all
-                m = head
-        if m is not None and (s.shape != shape or (m.ndim >= 2 and m.shape[-2] != 1)):
-            np.add(s, m, out=e)             # not a mask per key: add it first
-            s, m = e, None
-        mtop = m.max() if m is not None else 0.0
-        if np.isfinite(mtop) and e.size:
-            if m is None:
-                w = constant_column(e.shape[-1], 1, e.dtype)
-                vw = v
-            else:
-                w = np.exp(m - mtop)
-                w = np.swapaxes(w.reshape((1,) * (2 - w.ndim) + w.shape), -1, -2)
-                vw = v * w
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.exp(s, out=e)
-                sums = np.matmul(e, w)
-            if not sums.max() < UNSHIFTED_SUM_MAX:     # overflow (or NaN): shift, once
-                top = s.max()
-                if np.isfinite(top):
-                    np.subtract(s, top, out=e)
-                    np.exp(e, out=e)
-                    sums = np.matmul(e, w)
-            if sums.min() >= _ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
-                np.matmul(e, vw, out=y)
-                np.divide(y, sums, out=y)
-                return
-        # exact: each row shifted by its own maximum
-        if m is None:
-            if s is not e:
-                np.copyto(e, s)
-        else:
-            np.add(s, m, out=e)
-        _softmax_exact(e, e, e.ndim - 1)
-        np.matmul(e, v, out=y)
+        softmax_matmul(s, m, v, y, carve(workspace(ws, prod(shape) * s.itemsize), 0, shape, s.dtype))
 
 
 SoftmaxMatMul.spec.extra["tested_by"] = "tests/test_fusion.py"
