@@ -13,9 +13,13 @@ from aircc.executor.kernels.registry import InferContext, op
 # GELU(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt(2))) / 2.  With erf(u) = tanh(u P(u^2))
 # (see elementwise.py), Phi(x) = (1 + tanh(z)) / 2 = 1 / (1 + exp(-2z)) with 2z = x Q(x^2)
 # and Q(t) = sqrt(2) P(t / 2): 17 float32 passes instead of 21, and no cancellation in
-# 1 + erf for negative x (measured against math.erfc in float64: within 4 ulp on
-# [-1, 12], within 3e-7 absolute below).  Coefficients of -Q, high order first.
-_GELU_NEG_Q32 = [np.float32(-math.sqrt(2) * float(c) / 2.0 ** (len(_ERF_TANH32) - 1 - i))
+# 1 + erf for negative x.  exp(u) = exp2(u log2 e), and numpy's float32 exp2 is within
+# 1 ulp and runs at twice the speed of its exp (0.17 against 0.31 ns an element here),
+# so the coefficients carry the log2 e (measured against math.erfc in float64: within
+# 4.2 ulp on [-1, 12], 3.5 with exp; within 3e-7 absolute below).  Coefficients of
+# -Q log2 e, high order first.
+_GELU_NEG_Q32 = [np.float32(-math.sqrt(2) * math.log2(math.e) * float(c)
+                            / 2.0 ** (len(_ERF_TANH32) - 1 - i))
                  for i, c in enumerate(_ERF_TANH32)]
 
 
@@ -32,7 +36,7 @@ def _gelu_f32(x: np.ndarray, y: np.ndarray, t: np.ndarray | None = None) -> None
             mul(y, t, y)
             add(y, c, y)
         mul(y, x, y)
-        np.exp(y, y)
+        np.exp2(y, y)
         add(y, np.float32(1), y)
         np.divide(x, y, y)
 
@@ -66,7 +70,7 @@ def _exact_f32(types, attrs) -> bool:
 
 @op("Gelu", since=20)
 class Gelu:
-    """x Phi(x); float32 exact as x / (1 + exp(-x Q(x^2))) in cache-sized chunks."""
+    """x Phi(x); float32 exact as x / (1 + 2^(-x Q(x^2) log2 e)) in cache-sized chunks."""
 
     @staticmethod
     def infer(ctx: InferContext) -> list[TensorType]:
