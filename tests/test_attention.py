@@ -60,7 +60,7 @@ def test_encoder_attention_fuses_and_matches_onnxruntime(encoder, mode, device):
     assert "SoftmaxMatMul" not in ops and "Transpose" not in ops
     for n in compiled.graph.nodes:
         if n.op == "Attention":
-            assert n.attrs == {"heads": 4} and len(n.inputs) == 4      # x, W, b, mask
+            assert n.attrs == {"heads": 4, "base2": 1} and len(n.inputs) == 4      # x, W, b, mask
             assert compiled.graph.types[n.inputs[1]].shape == (64, 192)
     sess = ort.InferenceSession(encoder.SerializeToString(), providers=["CPUExecutionProvider"])
     ref = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
@@ -128,32 +128,44 @@ def _reference(x, w, b, mask, heads):
     qkv = (x @ w + b).reshape(bs, s, 3, heads, d)
     q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
     scores = q @ k.swapaxes(-1, -2)
-    if mask is not None:
-        scores = scores + mask
+    if mask is not None:       # added in float32, as every engine does (-1e4 + s rounds s)
+        scores = (scores.astype(np.float32) + mask).astype(np.float64)
     p = np.exp(scores - scores.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     return (p @ v).transpose(0, 2, 1, 3)
 
 
 @pytest.mark.parametrize("bs, s, mask_kind", [(1, 6, "key"), (2, 40, "key"), (2, 40, "expanded"),
-                                               (2, 40, "full"), (2, 40, None), (3, 5, "full")])
+                                               (2, 40, "full"), (2, 40, None), (3, 5, "full"),
+                                               (2, 70, "key"), (2, 70, "expanded"), (2, 70, "full"),
+                                               (2, 70, None), (2, 70, "all_masked"), (2, 70, "overflow")])
 @pytest.mark.parametrize("bound", [False, True])
-def test_attention_kernel_matches_a_float64_reference(bs, s, mask_kind, bound):
+@pytest.mark.parametrize("base2", [False, True])
+def test_attention_kernel_matches_a_float64_reference(bs, s, mask_kind, bound, base2):
     """Small (Softmax's short path) and large scores; a mask per key [B, 1, 1, S], the same
     expanded over the queries [B, 1, S, S], a causal mask per head [B, H, S, S], none;
-    the kernel as called directly and as bound once and run twice."""
+    the kernel as called directly and as bound once and run twice; with Q in natural
+    units and, as fuse-attention makes it, in units of log2 (``base2``)."""
     rng = np.random.default_rng(bs * 100 + s)
     heads, e = 2, 12
     x = rng.standard_normal((bs, s, e)).astype(np.float32)
+    if mask_kind == "overflow":                 # scores past exp's range: shifted, once
+        x *= 12
     w = (rng.standard_normal((e, 3 * e)) * 0.4).astype(np.float32)
     b = (rng.standard_normal(3 * e) * 0.1).astype(np.float32)
     keys = np.where(rng.random((bs, 1, 1, s)) < 0.3, -1e4, 0).astype(np.float32)
-    mask = {"key": keys, "expanded": np.ascontiguousarray(np.broadcast_to(keys, (bs, 1, s, s))),
+    if mask_kind == "all_masked":               # every key of sample 1: its sums underflow
+        keys[1] = -1e4
+    mask = {"key": keys, "all_masked": keys, "overflow": keys, "expanded": np.ascontiguousarray(np.broadcast_to(keys, (bs, 1, s, s))),
             "full": np.broadcast_to(np.triu(np.full((s, s), -1e9, np.float32), 1),
                                     (bs, heads, s, s)).copy(),
             None: None}[mask_kind]
-    ins = [x, w, b] + ([mask] if mask is not None else [])
-    attrs = {"heads": heads}
+    wk, bk = w.copy(), b.copy()
+    if base2:                                   # Q's third of the weights in log2 units
+        wk[:, :e] = (w[:, :e].astype(np.float64) * np.log2(np.e)).astype(np.float32)
+        bk[:e] = (b[:e].astype(np.float64) * np.log2(np.e)).astype(np.float32)
+    ins = [x, wk, bk] + ([mask] if mask is not None else [])
+    attrs = {"heads": heads, "base2": 1} if base2 else {"heads": heads}
     tiling = Attention.tiling([TensorType.of(a) for a in ins], attrs)
     ws = np.empty(tiling["workspace"], np.uint8)
     y = np.full((bs, s, heads, e // heads), np.nan, np.float32)
@@ -165,7 +177,9 @@ def test_attention_kernel_matches_a_float64_reference(bs, s, mask_kind, bound):
         run()
     else:
         Attention.kernel(ins, [y], attrs, tiling, ws)
-    np.testing.assert_allclose(y, _reference(x, w, b, mask, heads), rtol=2e-5, atol=2e-6)
+    # scores of +-400 (overflow) are rounded by float32 to 3e-5, which moves the softmax
+    tol = 2e-4 if mask_kind == "overflow" else 2e-6
+    np.testing.assert_allclose(y, _reference(x, w, b, mask, heads), rtol=2e-5, atol=tol)
 
 
 def test_attention_shape_rule_rejects_what_it_cannot_run():
@@ -183,3 +197,28 @@ def test_attention_shape_rule_rejects_what_it_cannot_run():
         infer([("B", "S", 7), (8, 24), (24,)], 2)
     with pytest.raises(ShapeInferenceError, match="cannot be broadcast"):
         infer([(2, 3, 8), (8, 24), (24,), (2, 1, 1, 4)], 2)
+
+
+@pytest.mark.parametrize("offset", [0.0, 80.0])
+@pytest.mark.parametrize("mask_shape", [None, (2, 1, 1, 70), (2, 3, 70, 70), (1, 1, 4, 70)])
+def test_softmax_matmul_in_log2_units_equals_natural_units(offset, mask_shape):
+    """Scores in units of log2 (base2) give the softmax of the same scores in natural
+    units: on the main path, when the sums overflow (the shift, offset 80: e^80 * 70
+    keys is past the overflow guard), and when the mask is added first (per query and
+    key) or the tensor is small (both converted back to natural units)."""
+    from aircc.executor.kernels.fused import softmax_matmul
+
+    rng = np.random.default_rng(9)
+    q = 4 if mask_shape == (1, 1, 4, 70) else 70
+    s = (rng.standard_normal((2, 3, q, 70)) * 2 + offset).astype(np.float32)
+    v = rng.standard_normal((2, 3, 70, 5)).astype(np.float32)
+    m = None if mask_shape is None else np.where(rng.random(mask_shape) < 0.3, -1e4, 0).astype(np.float32)
+    shape = s.shape if m is None else np.broadcast_shapes(s.shape, m.shape)
+    natural, log2 = np.empty((2, 3, q, 5), np.float32), np.empty((2, 3, q, 5), np.float32)
+    softmax_matmul(s.copy(), m, v, natural, np.empty(shape, np.float32))
+    s2 = (s.astype(np.float64) * np.log2(np.e)).astype(np.float32)
+    softmax_matmul(s2, m, v, log2, np.empty(shape, np.float32), base2=True)
+    np.testing.assert_allclose(log2, natural, rtol=2e-5, atol=2e-5 if offset else 2e-6)
+    z = s.astype(np.float64) + (0 if m is None else m)
+    p = np.exp(z - z.max(-1, keepdims=True))
+    np.testing.assert_allclose(natural, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=5e-5)

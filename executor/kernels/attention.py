@@ -33,7 +33,10 @@ class Attention:
     """softmax(Q K^T + M) V for ``heads`` heads, with [Q | K | V] = X @ W + b in one GEMM.
 
     Inputs: X [B, S, E], W [E, 3 H D] (Wq, Wk, Wv side by side), b [3 H D], and
-    optionally the additive mask M (broadcast to [B, H, S, S]).  Output: the
+    optionally the additive mask M (broadcast to [B, H, S, S]).  ``base2=1`` (set by
+    the fuse-attention pass): Wq and bq carry a factor log2 e, so the scores are in
+    units of log2 and are exponentiated with exp2 (twice as fast as exp in numpy); the
+    mask stays in natural units.  Output: the
     context [B, S, H, D] (heads next to each other per position, as the
     exporters' final Reshape to [B, S, H D] wants).  Q and V are read as strided
     views of the one product; K^T is copied once (numpy's batched product reads a
@@ -91,14 +94,14 @@ class Attention:
         scores = carve(ws, off[2], (b, h, s, s), dt)
         ex = carve(ws, off[3], tuple(tiling["e_shape"]), dt)
         y = outs[0].transpose(0, 2, 1, 3)
-        mm, add, copyto = np.matmul, np.add, np.copyto
+        mm, add, copyto, base2 = np.matmul, np.add, np.copyto, bool(attrs.get("base2"))
 
         def run():
             mm(x2, w, qkv)
             add(qkv, bias, qkv)
             copyto(kt, k)
             mm(q, kt, scores)
-            softmax_matmul(scores, m, v, y, ex)
+            softmax_matmul(scores, m, v, y, ex, base2)
         return run
 
     @staticmethod
@@ -119,7 +122,7 @@ class Attention:
         scores = carve(ws, off[2], (b, h, s, s), dt)
         np.matmul(heads[:, :, 0].transpose(0, 2, 1, 3), kt, out=scores)
         softmax_matmul(scores, m, heads[:, :, 2].transpose(0, 2, 1, 3), outs[0].transpose(0, 2, 1, 3),
-                       carve(ws, off[3], tuple(tiling["e_shape"]), dt))
+                       carve(ws, off[3], tuple(tiling["e_shape"]), dt), bool(attrs.get("base2")))
 
 
 Attention.spec.extra["tested_by"] = "tests/test_fusion.py"

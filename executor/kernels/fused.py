@@ -63,11 +63,21 @@ ElementwiseChain.spec.extra["tested_by"] = "tests/test_fusion.py"
 UNSHIFTED_SUM_MAX = 1e30
 
 
+#: ln 2: scores in units of log2 times this are in natural units.
+LN2 = np.float32(np.log(2.0))
+
+
 def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.ndarray,
-                   e: np.ndarray) -> None:
+                   e: np.ndarray, base2: bool = False) -> None:
     """y = softmax(s + m, last axis) @ v (see :class:`SoftmaxMatMul`); ``e`` (the shape of
-    s + m, not overlapping s) is scratch for the exponentials."""
+    s + m, not overlapping s) is scratch for the exponentials.  ``base2``: s is in units
+    of log2 (the caller scaled it by log2 e, and numpy's exp2 is twice as fast as its
+    exp), the mask in natural units, and s is scratch too (converted back in place where
+    a path needs natural units)."""
     shape = e.shape
+    if base2 and (e.size < SMALL or (m is not None and (m.size > s.size or s.shape != shape))):
+        np.multiply(s, LN2, out=s)
+        base2 = False
     if e.size < SMALL:                  # all per-call cost: Softmax's short path, then
         if m is None:                   # the product
             _softmax(s, e, e.ndim - 1)
@@ -81,9 +91,15 @@ def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.nda
         head = m[..., :1, :]            # an expanded mask, the same for every query row:
         if np.array_equal(m, np.broadcast_to(head, m.shape)):   # one row per key after all
             m = head
+    refill = None                       # puts the scores (mask added) back into e
     if m is not None and (s.shape != shape or (m.ndim >= 2 and m.shape[-2] != 1)):
-        np.add(s, m, out=e)             # not a mask per key: add it first
+        if base2:
+            np.multiply(s, LN2, out=s)
+            base2 = False
+        refill = lambda s0=s, m0=m: np.add(s0, m0, out=e)   # noqa: E731
+        refill()                        # not a mask per key: add it first
         s, m = e, None
+    exp = np.exp2 if base2 else np.exp
     mtop = m.max() if m is not None else 0.0
     if np.isfinite(mtop) and e.size:
         if m is None:
@@ -94,24 +110,31 @@ def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.nda
             w = np.swapaxes(w.reshape((1,) * (2 - w.ndim) + w.shape), -1, -2)
             vw = v * w
         with np.errstate(over="ignore", invalid="ignore"):
-            np.exp(s, out=e)
+            exp(s, out=e)
             sums = np.matmul(e, w)
         if not sums.max() < UNSHIFTED_SUM_MAX:     # overflow (or NaN): shift, once
+            if refill is not None:                 # e held the scores: put them back
+                refill()
             top = s.max()
             if np.isfinite(top):
                 np.subtract(s, top, out=e)
-                np.exp(e, out=e)
+                exp(e, out=e)
                 sums = np.matmul(e, w)
         if sums.min() >= _ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
             np.matmul(e, vw, out=y)
             np.divide(y, sums, out=y)
             return
     # exact: each row shifted by its own maximum
-    if m is None:
-        if s is not e:
-            np.copyto(e, s)
+    if refill is not None:
+        refill()
     else:
-        np.add(s, m, out=e)
+        if base2:
+            np.multiply(s, LN2, out=e)
+            s = e
+        if m is not None:
+            np.add(s, m, out=e)
+        elif s is not e:
+            np.copyto(e, s)
     _softmax_exact(e, e, e.ndim - 1)
     np.matmul(e, v, out=y)
 
