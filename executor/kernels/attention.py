@@ -19,9 +19,9 @@ def _geometry(x_shape, w_shape, heads: int) -> tuple[int, int, int, int, int]:
 
 
 def _sections(b: int, s: int, h: int, d: int, e_shape, itemsize: int) -> list[int]:
-    """Byte offsets in the workspace of Q|K|V, K^T, the scores and their exponentials,
-    and the end."""
-    sizes = [b * s * 3 * h * d, b * h * d * s, b * h * s * s, prod(e_shape)]
+    """Byte offsets in the workspace of Q|K|V, the scores, their exponentials and the
+    unnormalised context, and the end."""
+    sizes = [b * s * 3 * h * d, b * h * s * s, prod(e_shape), b * h * s * d]
     offsets = [0]
     for n in sizes:
         offsets.append(offsets[-1] + align(n * itemsize))
@@ -38,10 +38,11 @@ class Attention:
     units of log2 and are exponentiated with exp2 (twice as fast as exp in numpy); the
     mask stays in natural units.  Output: the
     context [B, S, H, D] (heads next to each other per position, as the
-    exporters' final Reshape to [B, S, H D] wants).  Q and V are read as strided
-    views of the one product; K^T is copied once (numpy's batched product reads a
-    column-major operand slower than the copy costs); the softmax and the product
-    with V are :func:`softmax_matmul` (normalisation deferred to the result)."""
+    exporters' final Reshape to [B, S, H D] wants).  Q, K^T and V are read as
+    strided views of the one product (BLAS takes K^T as a transposed operand: 166
+    against 176 us with a copy at (8, 128)); the softmax and the product with V are
+    :func:`softmax_matmul` (normalisation deferred to the result, which it writes
+    into the output's head layout in the same pass)."""
 
     @staticmethod
     def infer(ctx: InferContext) -> list[TensorType]:
@@ -89,19 +90,18 @@ class Attention:
         bias = expanded(bias, qkv.shape, constant[2])
         heads = qkv.reshape(b, s, 3, h, d)
         q, k, v = (heads[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
-        k = k.swapaxes(2, 3)
-        kt = carve(ws, off[1], (b, h, d, s), dt)
-        scores = carve(ws, off[2], (b, h, s, s), dt)
-        ex = carve(ws, off[3], tuple(tiling["e_shape"]), dt)
+        kt = k.swapaxes(2, 3)
+        scores = carve(ws, off[1], (b, h, s, s), dt)
+        ex = carve(ws, off[2], tuple(tiling["e_shape"]), dt)
+        product = carve(ws, off[3], (b, h, s, d), dt)
         y = outs[0].transpose(0, 2, 1, 3)
-        mm, add, copyto, base2 = np.matmul, np.add, np.copyto, bool(attrs.get("base2"))
+        mm, add, base2 = np.matmul, np.add, bool(attrs.get("base2"))
 
         def run():
             mm(x2, w, qkv)
             add(qkv, bias, qkv)
-            copyto(kt, k)
             mm(q, kt, scores)
-            softmax_matmul(scores, m, v, y, ex, base2)
+            softmax_matmul(scores, m, v, y, ex, base2, product)
         return run
 
     @staticmethod
@@ -117,12 +117,11 @@ class Attention:
         np.matmul(x.reshape(b * s, e), w, out=qkv)
         np.add(qkv, bias, out=qkv)
         heads = qkv.reshape(b, s, 3, h, d)
-        kt = carve(ws, off[1], (b, h, d, s), dt)
-        np.copyto(kt, heads[:, :, 1].transpose(0, 2, 3, 1))
-        scores = carve(ws, off[2], (b, h, s, s), dt)
-        np.matmul(heads[:, :, 0].transpose(0, 2, 1, 3), kt, out=scores)
+        scores = carve(ws, off[1], (b, h, s, s), dt)
+        np.matmul(heads[:, :, 0].transpose(0, 2, 1, 3), heads[:, :, 1].transpose(0, 2, 3, 1), out=scores)
         softmax_matmul(scores, m, heads[:, :, 2].transpose(0, 2, 1, 3), outs[0].transpose(0, 2, 1, 3),
-                       carve(ws, off[3], tuple(tiling["e_shape"]), dt), bool(attrs.get("base2")))
+                       carve(ws, off[2], tuple(tiling["e_shape"]), dt), bool(attrs.get("base2")),
+                       carve(ws, off[3], (b, h, s, d), dt))
 
 
 Attention.spec.extra["tested_by"] = "tests/test_fusion.py"

@@ -68,12 +68,14 @@ LN2 = np.float32(np.log(2.0))
 
 
 def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.ndarray,
-                   e: np.ndarray, base2: bool = False) -> None:
+                   e: np.ndarray, base2: bool = False, c: np.ndarray | None = None) -> None:
     """y = softmax(s + m, last axis) @ v (see :class:`SoftmaxMatMul`); ``e`` (the shape of
     s + m, not overlapping s) is scratch for the exponentials.  ``base2``: s is in units
     of log2 (the caller scaled it by log2 e, and numpy's exp2 is twice as fast as its
     exp), the mask in natural units, and s is scratch too (converted back in place where
-    a path needs natural units)."""
+    a path needs natural units).  ``c`` (y's shape, contiguous; optional): scratch for
+    the unnormalised product when y is a strided view (a head transpose), so that the
+    normalisation is the one pass that writes y."""
     shape = e.shape
     if base2 and (e.size < SMALL or (m is not None and (m.size > s.size or s.shape != shape))):
         np.multiply(s, LN2, out=s)
@@ -121,8 +123,13 @@ def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.nda
                 exp(e, out=e)
                 sums = np.matmul(e, w)
         if sums.min() >= _ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
-            np.matmul(e, vw, out=y)
-            np.divide(y, sums, out=y)
+            if c is None or y.flags.c_contiguous:
+                np.matmul(e, vw, out=y)
+                np.divide(y, sums, out=y)
+            else:               # strided y: a contiguous product, then one pass into y
+                np.matmul(e, vw, out=c)
+                np.reciprocal(sums, out=sums)
+                np.multiply(c, sums, out=y)
             return
     # exact: each row shifted by its own maximum
     if refill is not None:
