@@ -594,6 +594,33 @@ def test_unary(name, since):
           rtol=1e-6, atol=1e-7)
 
 
+def test_relu_against_shared_zeros():
+    """Relu on tensors past RELU_ZEROS_MIN compares with a read-only view of zeros (numpy's
+    SIMD maximum): same values as max(x, 0), NaN and -0 kept as numpy keeps them, strided
+    inputs, in place, and the zeros block is never written."""
+    from aircc.executor.kernels._common import RELU_ZEROS_MIN, relu, zeros
+
+    x = rand(3, 40, 70, lo=-2, hi=2)
+    assert x.size >= RELU_ZEROS_MIN
+    x[0, 0, :3] = [np.nan, -0.0, np.inf]
+    y = np.empty_like(x)
+    relu(x, y)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    strided = x[:, :, ::2]
+    out = np.empty(strided.shape, np.float32)
+    relu(strided, out)
+    np.testing.assert_array_equal(out, np.maximum(strided, 0))
+    z = x.copy()
+    relu(z, z)
+    np.testing.assert_array_equal(z, np.maximum(x, 0))
+    zv = zeros((5, 7), np.float32)
+    assert zv.shape == (5, 7) and not zv.flags.writeable and not zv.any()
+    with pytest.raises(ValueError):
+        zv[0, 0] = 1
+    big = zeros((300, 300), np.float32)                 # grows the block, still all zeros
+    assert not big.any() and not zeros((5, 7), np.float32).any()
+
+
 def test_unary_extras():
     check("LeakyRelu", [rand(4, 5)], {"alpha": 1.5}, opset=6)
     check("Gelu", [rand(4, 5, lo=-4, hi=4)], {"approximate": "tanh"}, opset=20)

@@ -24,7 +24,7 @@ from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels._common import (
     BLOCK_BYTES, align, carve, check_window_attrs, ensure_tiling, epilogue, is_int, pad_into,
     pad_into_phases,
-    phase_bytes, phase_plan, prod, view, window_attrs, window_geometry, window_out_dims,
+    phase_bytes, phase_plan, prod, relu, view, window_attrs, window_geometry, window_out_dims,
     workspace)
 from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
@@ -182,12 +182,12 @@ class Conv:
         extra = ins[3] if len(ins) > 3 and attrs.get("fused_add") else None
         if extra is not None and extra.shape != y.shape:
             extra = np.broadcast_to(extra, y.shape)
-        relu = bool(attrs.get("fused_relu"))
+        with_relu = bool(attrs.get("fused_relu"))
         n, c, m, g, cg, mg = t["n"], t["c"], t["m"], t["g"], t["cg"], t["mg"]
         nsp = len(t["out"])
         bias = None if b is None else b.reshape((m,) + (1,) * nsp)
         if t["mode"] == "pointwise" and g > 1:
-            Conv._grouped_pointwise(x, w, y, bias, extra, relu, t)
+            Conv._grouped_pointwise(x, w, y, bias, extra, with_relu, t)
             return
         if t["mode"] == "pointwise":
             l = prod(t["out"])
@@ -227,13 +227,13 @@ class Conv:
                 for k, (j, off) in enumerate(taps):
                     gemm(wt[k, rows], src[j][chans, off:off + run], acc[rows],
                          beta=beta if k == 0 else 1.0)
-            if relu:
-                np.maximum(accv, 0, out=yi)
+            if with_relu:
+                relu(accv, yi)
             elif accv is not yi:
                 np.copyto(yi, accv)
 
     @staticmethod
-    def _grouped_pointwise(x, w, y, bias, extra, relu, t) -> None:
+    def _grouped_pointwise(x, w, y, bias, extra, with_relu, t) -> None:
         """Grouped 1x1: one batched product over the groups (numpy loops the BLAS calls in
         C), then the bias, residual and Relu in place."""
         n, g, cg, mg = t["n"], t["g"], t["cg"], t["mg"]
@@ -246,8 +246,8 @@ class Conv:
                 np.add(yi, bias, out=yi)
             if extra is not None:
                 np.add(yi, extra[i], out=yi)
-            if relu:
-                np.maximum(yi, 0, out=yi)
+            if with_relu:
+                relu(yi, yi)
 
     @staticmethod
     def _run(ins, outs, attrs, t, ws, relu_store: bool = False) -> None:
@@ -281,9 +281,9 @@ class Conv:
             np.add(y, bias, out=y)
 
     @staticmethod
-    def _wide(planes, w, b, yi, t, ws, relu: bool = False) -> None:
+    def _wide(planes, w, b, yi, t, ws, with_relu: bool = False) -> None:
         """2-D conv: copy each kernel tap's contiguous run into the column block, one GEMM
-        per group, then store the valid columns (through the Relu with ``relu``).  With
+        per group, then store the valid columns (through the Relu with ``with_relu``).  With
         one group the bias rides in the GEMM: a row of ones under the columns and the
         bias as one more weight column, so the store is the only pass after it."""
         c, m, g, cg, mg = t["c"], t["m"], t["g"], t["cg"], t["mg"]
@@ -312,10 +312,10 @@ class Conv:
             dst = yi[:, r0:r0 + nr]
             if bias is not None:
                 np.add(res, bias, out=dst)
-                if relu:
-                    np.maximum(dst, 0, out=dst)
-            elif relu:
-                np.maximum(res, 0, out=dst)
+                if with_relu:
+                    relu(dst, dst)
+            elif with_relu:
+                relu(res, dst)
             else:
                 np.copyto(dst, res)
 

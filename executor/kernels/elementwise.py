@@ -12,7 +12,7 @@ import numpy as np
 from numpy.polynomial import chebyshev as _cheb
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import view
+from aircc.executor.kernels._common import relu, view
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -203,7 +203,7 @@ _SELU_A, _SELU_G = 1.67326319217681884765625, 1.05070102214813232421875
 
 #: (name, since, fn(x, y, attrs), shape rule)
 UNARY = [
-    ("Relu", 1, lambda x, y, a: np.maximum(x, _c(y, 0), out=y), _same),
+    ("Relu", 1, lambda x, y, a: relu(x, y), _same),
     ("Sigmoid", 1, _sigmoid, _same),
     ("Tanh", 1, _ufunc(np.tanh), _same),
     ("Exp", 1, _ufunc(np.exp), _same),

@@ -5,7 +5,7 @@ import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels._common import (align, broadcast_shapes, carve, constant_column, is_int,
-                                            prod, workspace)
+                                            prod, relu, workspace)
 from aircc.executor.kernels.elementwise import erf
 from aircc.executor.kernels.gemm import permuted_shape, permuted_views
 from aircc.executor.kernels.registry import InferContext, op
@@ -20,7 +20,7 @@ def _sigmoid(a, y):
     np.reciprocal(y, out=y)
 
 
-UNARY = {"Erf": erf, "Tanh": lambda a, y: np.tanh(a, out=y), "Relu": lambda a, y: np.maximum(a, 0, out=y),
+UNARY = {"Erf": erf, "Tanh": lambda a, y: np.tanh(a, out=y), "Relu": lambda a, y: relu(a, y),
          "Exp": lambda a, y: np.exp(a, out=y), "Neg": lambda a, y: np.negative(a, out=y),
          "Abs": lambda a, y: np.abs(a, out=y), "Sqrt": lambda a, y: np.sqrt(a, out=y),
          "Sigmoid": _sigmoid}
