@@ -168,7 +168,7 @@ def test_packed_layout_shape_rule_and_refusals():
 
 
 # ---------------------------------------------------------------- pack-weights in the compiler
-def _conv_net(channels: int, group: int = 1):
+def _conv_net(channels: int, group: int = 1, size: int = 10):
     inits = [const("W1", rand(channels, channels // group, 3, 3)), const("B1", rand(channels)),
              const("W2", rand(channels, channels, 1, 1)), const("W3", rand(channels, channels // group, 3, 3))]
     nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["a"], pads=[1, 1, 1, 1], group=group, name="c1"),
@@ -177,14 +177,26 @@ def _conv_net(channels: int, group: int = 1):
              helper.make_node("Conv", ["p", "W3"], ["q"], pads=[1, 1, 1, 1], strides=[2, 2], group=group,
                               name="c3"),
              helper.make_node("Add", ["q", "q"], ["y"], name="add")]
-    return model(nodes, [tensor("x", [1, channels, 10, 10])], [tensor("y", [1, channels, 5, 5])], inits)
+    half = (size + 1) // 2
+    return model(nodes, [tensor("x", [1, channels, size, size])], [tensor("y", [1, channels, half, half])],
+                 inits)
 
 
-@pytest.mark.parametrize("channels,group,expect", [(64, 1, 2), (128, 2, 2), (32, 1, 0), (512, 8, 0)])
-def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, expect):
-    m = _conv_net(channels, group)
+@pytest.mark.parametrize("channels,group,size,expect", [(64, 1, 10, 2), (128, 2, 10, 2), (32, 1, 10, 0),
+                                                        (512, 8, 10, 0), (64, 1, 7, 0)])
+def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, size, expect):
+    """Packed per tap: 64+ channels per group, few groups, outputs wide enough; at 7 x 7 (3x3
+    rows 9 wide for 7 outputs) the weights stay for the wide mode's exact columns."""
+    m = _conv_net(channels, group, size)
     compiled = aircc.compile(m, streams=1)
     assert compiled.report["packed_conv_weights"] == expect
+    if size == 7:
+        from aircc.compiler.ir.graph import TensorType
+        from aircc.executor.kernels.conv import Conv
+        for n in compiled.graph.nodes:
+            if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":
+                t = Conv.tiling([compiled.graph.types[i] for i in n.inputs], n.attrs)
+                assert t["mode"] == "wide" and t["exact"]
     convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
     layouts = sorted(n.attrs.get("weight_layout", "OIHW") for n in convs)
     assert layouts.count("HWOI") == expect
@@ -192,7 +204,7 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
         if n.attrs.get("weight_layout") == "HWOI":
             kh, kw, mo, cg = compiled.graph.constants[n.inputs[1]].shape
             assert (kh, kw, mo, cg) == (3, 3, channels, channels // group)
-    x = rand(1, channels, 10, 10)
+    x = rand(1, channels, size, size)
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     expected = sess.run(None, {"x": x})[0]
     got = aircc.load(compiled.om).run({"x": x})["y"]

@@ -220,21 +220,25 @@ def test_unpadded_pools_on_big_planes_run_flat(monkeypatch):
     assert pool.MaxPool.tiling([TensorType.of(x)], padded)["mode"] == "separable"
 
 
-def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch):
+@pytest.mark.parametrize("width, exact", [(11, False), (5, True)])
+def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch, width, exact):
     """The im2col (``wide``) mode with one group puts the bias in the GEMM (a row of ones)
     and stores through a fused Relu; with groups, no bias, or a residual after it, the
-    bias and Relu are separate passes.  Every variant, in several row blocks, equals the
-    plain convolution (checked against onnxruntime elsewhere) followed by Relu."""
+    bias and Relu are separate passes.  A narrow output (5 wide: rows of the phase layout
+    7 wide) gathers exact columns and the GEMM writes Y itself.  Every variant, in several
+    row blocks, called directly and bound once with constant weights (``prepare``), equals
+    the reference convolution, and the fused forms the plain one followed by Relu."""
     import aircc.executor.kernels.conv as conv
-    monkeypatch.setattr(conv, "BLOCK_BYTES", 6000)
-    x = rand(2, 4, 9, 11)
+    monkeypatch.setattr(conv, "BLOCK_BYTES", 2000)
+    x = rand(2, 4, 9, width)
     for group, with_bias, extra in ((1, True, False), (1, False, False), (2, True, False),
                                     (1, True, True)):
         w, b = rand(6, 4 // group, 3, 3), rand(6)
         ins = [x, w] + ([b] if with_bias else [])
         attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1], "group": group}
         t = conv.Conv.tiling([TensorType.of(a) for a in ins], attrs)
-        assert t["mode"] == "wide" and t["rows"] < t["out"][0]
+        assert t["mode"] == "wide" and t["rows"] < t["out"][0] and t["exact"] == exact
+        check("Conv", ins, attrs, opset=11, rtol=1e-4, atol=1e-5)
         plain = np.empty((2, 6, *t["out"]), np.float32)
         conv.Conv.kernel(ins, [plain], attrs, t, None)
         res = rand(*plain.shape)
@@ -243,8 +247,14 @@ def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch):
         fused_attrs = {**attrs, "fused_relu": 1, **({"fused_add": 1} if extra else {})}
         got = np.empty_like(plain)
         conv.Conv.kernel(fused_ins, [got], fused_attrs, t, None)
-        np.testing.assert_allclose(got, np.maximum(plain + (res if extra else 0), 0), rtol=1e-5,
-                                   atol=1e-6)
+        want = np.maximum(plain + (res if extra else 0), 0)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        ws = np.empty(t["workspace"], np.uint8)
+        bound = conv.Conv.prepare(fused_ins, [got], fused_attrs, t, ws,
+                                  [False, True, True, False][:len(fused_ins)])
+        got[...] = np.nan
+        bound()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_depthwise_channel_blocks(monkeypatch):

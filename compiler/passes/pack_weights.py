@@ -8,13 +8,15 @@ compile time, to (kH, kW, M, C/group) and marks the node with
 ``weight_layout = "HWOI"`` (the weights section of the .om holds the packed
 array).  Shape inference and the Conv kernel read the attribute; nothing else
 changes.  Packed when the GEMM per tap is worth it: at least ``MIN_CHANNELS``
-input channels per group, at most ``MAX_GROUPS`` groups, more than one tap.
+input channels per group, at most ``MAX_GROUPS`` groups, more than one tap, and
+an output wide enough (a small one, 7 x 7, runs better as one GEMM over exact
+columns: ``gathers_exact_columns``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.executor.kernels.conv import PACKED
+from aircc.executor.kernels.conv import PACKED, gathers_exact_columns
 
 from ..ir.graph import Graph, TensorType
 
@@ -36,6 +38,9 @@ def pack_weights(graph: Graph) -> Graph:
         if w is None or w.ndim != 4 or w.shape[2] * w.shape[3] == 1:
             continue
         if w.shape[1] < MIN_CHANNELS or group > MAX_GROUPS:
+            continue
+        xt = graph.types.get(node.inputs[0])
+        if xt is not None and xt.shape is not None and gathers_exact_columns(xt.shape, w.shape, node.attrs):
             continue
         name = node.inputs[1]
         if len(users.get(name, [])) != 1 or name in graph.outputs:

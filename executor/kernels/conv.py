@@ -35,6 +35,26 @@ DW_BLOCK_BYTES = 512 << 10
 #: ``weight_layout`` of weights packed per tap: (kH, kW, M, C/group).
 PACKED = "HWOI"
 
+#: The wide mode gathers its columns without the phase layout's junk columns (only the
+#: output's width, GEMM straight into Y) when these would be more than this share of
+#: the row: at 7 x 7 a 3x3 conv's rows are 9 wide, so the GEMM would do 29% more work
+#: (at 14 x 14, 14%, the strided gather costs more than that saves).
+EXACT_MIN_WIDTH_SHARE = 1.2
+
+
+def gathers_exact_columns(x_shape, w_shape, attrs) -> bool:
+    """Whether a 2-D conv of these (static) shapes runs best in the wide mode's exact
+    columns (see ``EXACT_MIN_WIDTH_SHARE``): the pack-weights pass then leaves its weights
+    for that mode instead of packing them per tap."""
+    ws = logical_weight_shape(w_shape, attrs)
+    if len(x_shape) != 4 or not all(is_int(d) for d in (*x_shape, *ws)):
+        return False
+    nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(x_shape, ws, attrs)
+    out_sp, pb, _ = window_geometry(x_shape[2:], kernel, strides, dilations, pads, auto_pad)
+    plan = phase_plan([int(d) for d in x_shape[2:]], out_sp, [int(k) for k in kernel], strides,
+                      dilations, pb)
+    return out_sp[1] * EXACT_MIN_WIDTH_SHARE < plan["wq"]
+
 
 def logical_weight_shape(ws, attrs) -> tuple:
     """The ONNX (M, C/group, kH, kW) shape of a Conv weight in either layout."""
@@ -154,13 +174,32 @@ class Conv:
             t.update(mode="depthwise_wide", chunk=chunk, acc_off=base, cols_off=base + acc,
                      workspace=base + acc + align(chunk * ntaps * run))
         else:
-            per_row = (c * ntaps + 1) * wq * item      # + a row of ones: the bias in the GEMM
-            per_row_out = m * wq * item
+            exact = out_sp[1] * EXACT_MIN_WIDTH_SHARE < wq   # junk columns worth dropping
+            width = out_sp[1] if exact else wq
+            per_row = (c * ntaps + 1) * width * item   # + a row of ones: the bias in the GEMM
+            per_row_out = 0 if exact else m * wq * item
             rows = max(1, min(out_sp[0], BLOCK_BYTES // (per_row + per_row_out)))
-            t.update(mode="wide", rows=rows, buf_off=base,
+            t.update(mode="wide", rows=rows, buf_off=base, exact=exact,
                      out_off=base + align(per_row * rows))
             t["workspace"] = t["out_off"] + align(per_row_out * rows)
         return t
+
+    @staticmethod
+    def prepare(ins, outs, attrs, tiling, ws, constant):
+        """The wide mode with constant weights and bias: their GEMM operand made once."""
+        if not tiling or tiling.get("mode") != "wide" or not constant[1] \
+                or (len(ins) > 2 and ins[2] is not None and not constant[2]):
+            return None
+        w3 = Conv.wide_weights(ins[1], ins[2] if len(ins) > 2 else None, tiling)
+        relu_store = bool(attrs.get("fused_relu")) and not attrs.get("fused_add")
+        extra = ins[3] if len(ins) > 3 else None
+        run, finish = Conv._run, epilogue
+
+        def call():
+            run(ins, outs, attrs, tiling, ws, relu_store, w3)
+            if not relu_store:
+                finish(outs[0], extra, attrs)
+        return call
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -250,7 +289,7 @@ class Conv:
                 relu(yi, yi)
 
     @staticmethod
-    def _run(ins, outs, attrs, t, ws, relu_store: bool = False) -> None:
+    def _run(ins, outs, attrs, t, ws, relu_store: bool = False, w3=None) -> None:
         x, w = ins[0], ins[1]
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
@@ -263,7 +302,7 @@ class Conv:
             for i in range(n):
                 planes = pad_into_phases(x[i], ws, 0, t["plan"], 0)
                 if mode == "wide":
-                    Conv._wide(planes, w, b, y[i], t, ws, relu_store)
+                    Conv._wide(planes, w, b, y[i], t, ws, relu_store, w3)
                 else:
                     Conv._depthwise_wide(planes, w, y[i], bias, t, ws)
             return
@@ -281,21 +320,33 @@ class Conv:
             np.add(y, bias, out=y)
 
     @staticmethod
-    def _wide(planes, w, b, yi, t, ws, with_relu: bool = False) -> None:
+    def wide_weights(w, b, t) -> np.ndarray:
+        """The wide mode's GEMM operand (groups, M/group, K): with one group and a bias,
+        the bias is one more column (it meets a row of ones under the columns)."""
+        m, g, mg = t["m"], t["g"], t["mg"]
+        kk = t["cg"] * len(t["plan"]["taps"])
+        if b is not None and g == 1:
+            return np.concatenate([w.reshape(1, m, kk), b.reshape(1, m, 1).astype(w.dtype)], axis=2)
+        return w.reshape(g, mg, kk)
+
+    @staticmethod
+    def _wide(planes, w, b, yi, t, ws, with_relu: bool = False, w3=None) -> None:
         """2-D conv: copy each kernel tap's contiguous run into the column block, one GEMM
         per group, then store the valid columns (through the Relu with ``with_relu``).  With
         one group the bias rides in the GEMM: a row of ones under the columns and the
-        bias as one more weight column, so the store is the only pass after it."""
+        bias as one more weight column, so the store is the only pass after it.  ``w3``:
+        :meth:`wide_weights`, when the caller made it once."""
         c, m, g, cg, mg = t["c"], t["m"], t["g"], t["cg"], t["mg"]
         (ho, wo), rows = t["out"], t["rows"]
         wq, taps = t["plan"]["wq"], t["plan"]["taps"]
         kk = cg * len(taps)
         ones = b is not None and g == 1
-        if ones:
-            w3 = np.concatenate([w.reshape(1, m, kk), b.reshape(1, m, 1).astype(w.dtype)], axis=2)
-        else:
-            w3 = w.reshape(g, mg, kk)
+        if w3 is None:
+            w3 = Conv.wide_weights(w, b, t)
         bias = None if b is None or ones else b.reshape(m, 1, 1)
+        if t.get("exact"):
+            Conv._wide_exact(planes, w3, ones, bias, yi, t, ws, with_relu)
+            return
         for r0 in range(0, ho, rows):
             nr = min(rows, ho - r0)
             run = nr * wq
@@ -318,6 +369,30 @@ class Conv:
                 relu(res, dst)
             else:
                 np.copyto(dst, res)
+
+    @staticmethod
+    def _wide_exact(planes, w3, ones: bool, bias, yi, t, ws, with_relu: bool) -> None:
+        """The wide mode without junk columns: each tap's rows are gathered at the output's
+        width, and the GEMM (bias riding in it as a row of ones) writes Y's rows itself."""
+        c, g, mg = t["c"], t["g"], t["mg"]
+        (ho, wo), rows = t["out"], t["rows"]
+        wq, taps = t["plan"]["wq"], t["plan"]["taps"]
+        kk = w3.shape[2]
+        for r0 in range(0, ho, rows):
+            nr = min(rows, ho - r0)
+            cols = carve(ws, t["buf_off"], (c * len(taps) + ones, nr * wo), planes.dtype)
+            taps_cols = cols[:c * len(taps)].reshape(c, len(taps), nr, wo)
+            for k, (j, off) in enumerate(taps):
+                start = r0 * wq + off
+                np.copyto(taps_cols[:, k], planes[j, :, start:start + nr * wq].reshape(c, nr, wq)[:, :, :wo])
+            if ones:
+                cols[-1] = 1
+            dst = yi[:, r0:r0 + nr]
+            np.matmul(w3, view(cols, (g, kk, nr * wo)), out=view(dst, (g, mg, nr * wo)))
+            if bias is not None:
+                np.add(dst, bias, out=dst)
+            if with_relu:
+                relu(dst, dst)
 
     @staticmethod
     def _depthwise_wide(planes, w, yi, bias, t, ws) -> None:
