@@ -55,7 +55,24 @@ def machine() -> dict:
             info["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         info["cpu"] = platform.processor()
+    info["blas_kernels"] = blas_kernels()
     return info
+
+
+def blas_kernels() -> str:
+    """The kernel set numpy's OpenBLAS runs (it picks one per CPU at load, unless
+    OPENBLAS_CORETYPE names one), e.g. "Haswell" (AVX2) or "SkylakeX" (AVX-512)."""
+    import ctypes
+
+    from aircc.executor.kernels.blas import numpy_blas_handle
+
+    for sym in ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"):
+        fn = getattr(numpy_blas_handle(), sym, None)
+        if fn is not None:
+            fn.restype = ctypes.c_char_p
+            forced = os.environ.get("OPENBLAS_CORETYPE")
+            return fn().decode() + (f" (OPENBLAS_CORETYPE={forced})" if forced else "")
+    return "unknown"
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:
@@ -219,7 +236,8 @@ def load_time(megabytes: int = 90) -> dict:
 
 def markdown(results: dict) -> str:
     lines = [f"Machine: {results['machine']['cpu']}, {results['machine']['cpus']} CPUs, "
-             f"Python {results['machine']['python']}, numpy {results['machine']['numpy']}, "
+             f"Python {results['machine']['python']}, numpy {results['machine']['numpy']} "
+             f"(OpenBLAS kernels {results['machine'].get('blas_kernels', 'unknown')}), "
              f"onnxruntime {results['machine']['onnxruntime']}; at least {results['rounds']} rounds "
              f"(fast models more, until {results.get('min_seconds', 0):g} s of rounds, up to "
              f"{MAX_ROUNDS_FACTOR * results['rounds']}), medians; "

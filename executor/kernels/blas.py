@@ -27,7 +27,8 @@ _SYMBOLS = (("scipy_cblas_{}gemm64_", ctypes.c_int64), ("cblas_{}gemm64_", ctype
             ("scipy_cblas_{}gemm", ctypes.c_int), ("cblas_{}gemm", ctypes.c_int))
 
 
-def _numpy_handle():
+def numpy_blas_handle():
+    """numpy's extension module as a library handle: its BLAS's symbols resolve through it."""
     try:
         from numpy._core import _multiarray_umath as umath
     except ImportError:  # numpy 1.x
@@ -52,7 +53,7 @@ def _find() -> dict:
     if os.environ.get("AIRCC_BLAS", "").lower() == "numpy":
         return {}
     try:
-        handle = _numpy_handle()
+        handle = numpy_blas_handle()
     except (OSError, ImportError):
         return {}
     found = {}
