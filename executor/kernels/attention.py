@@ -33,12 +33,12 @@ class Attention:
     """softmax(Q K^T + M) V for ``heads`` heads, with [Q | K | V] = X @ W + b in one GEMM.
 
     Inputs: X [B, S, E], W [E, 3 H D] (Wq, Wk, Wv side by side), b [3 H D], and
-    optionally the additive mask M (broadcast to [B, H, S, S]).  ``base2=1`` (set by
-    the fuse-attention pass): Wq and bq carry a factor log2 e, so the scores are in
-    units of log2 and are exponentiated with exp2 (twice as fast as exp in numpy); the
-    mask stays in natural units.  Output: the
-    context [B, S, H, D] (heads next to each other per position, as the
-    exporters' final Reshape to [B, S, H D] wants).  Q, K^T and V are read as
+    optionally the additive mask M (broadcast to [B, H, S, S]).  Output: the context
+    [B, S, H, D] (heads next to each other per position, as the exporters' final
+    Reshape to [B, S, H D] wants).  ``base2=1`` (set by the fuse-attention pass): Wq
+    and bq carry a factor log2 e, so the scores are in units of log2 and are
+    exponentiated with exp2 (twice as fast as exp in numpy); the mask stays in natural
+    units.  Q, K^T and V are read as
     strided views of the one product (BLAS takes K^T as a transposed operand: 166
     against 176 us with a copy at (8, 128)); the softmax and the product with V are
     :func:`softmax_matmul` (normalisation deferred to the result, which it writes
