@@ -154,3 +154,45 @@ def test_device_binds_through_prepare_only_when_told_the_operands_stay():
 def _r_gelu(x):
     from math import erf, sqrt
     return np.array([v * 0.5 * (1 + erf(v / sqrt(2))) for v in x.astype(np.float64)])
+
+
+@pytest.mark.parametrize("op, a_shape, b_shape, constant", [("Add", (2, 3, 8), (8,), [False, True]),
+                                                             ("Mul", (2, 3, 8), (2, 3, 8), [False, False]),
+                                                             ("Sub", (1,), (4, 5), [True, False]),
+                                                             ("Greater", (3, 4), (4,), [False, True])])
+def test_binary_ops_bound_as_one_ufunc_call(op, a_shape, b_shape, constant):
+    a, b = _r(*a_shape), _r(*b_shape)
+    out = np.broadcast_shapes(a_shape, b_shape)
+    plain, bound = _both(op, [a, b], [out], {}, constant, version=14,
+                         dtype=bool if op == "Greater" else np.float32)
+    np.testing.assert_array_equal(bound[0], plain[0])
+
+
+def test_cast_bound_only_where_nothing_can_overflow():
+    spec = _spec("Cast", 19)
+    ids = np.arange(12, dtype=np.int64).reshape(3, 4)
+    y = np.empty((3, 4), np.float32)
+    run = spec.prepare([ids], [y], {"to": 1}, {}, None, [False])
+    run()
+    np.testing.assert_array_equal(y, ids.astype(np.float32))
+    assert spec.prepare([_r(3)], [np.empty(3, np.int32)], {"to": 6}, {}, None, [False]) is None
+    assert spec.prepare([_r(3).astype(np.float64)], [np.empty(3, np.float32)], {"to": 1}, {}, None,
+                        [False]) is None
+
+
+def test_static_tasks_bound_through_prepare_run_again_and_again(device):
+    """A bound kernel's result is not a task's return value (a task's return is a jump): a
+    Mul, whose bound call is the bare ufunc returning its output, runs in a static program
+    twice."""
+    import aircc
+    from onnx import helper
+
+    from graphs import const, model, tensor
+
+    w = _r(3, 8)
+    m = model([helper.make_node("Mul", ["x", "W"], ["y"])], [tensor("x", [3, 8])],
+              [tensor("y", [3, 8])], [const("W", w)])
+    loaded = aircc.load(aircc.compile(m, mode="static"), device=device)
+    x = _r(3, 8)
+    for _ in range(2):
+        np.testing.assert_allclose(loaded.run({"x": x})["y"], x * w, rtol=1e-6)

@@ -195,10 +195,13 @@ class VirtualDevice:
         ``constant`` (one flag per input: a weight, fixed for the model's life) says the
         operands stay bound as they are for many runs: the spec's ``prepare`` then works
         out what it can once (without it, or when it declines, the kernel runs as is)."""
-        call = None
+        call = bound = None
         if constant is not None and spec.prepare is not None:
-            call = spec.prepare(ins, outs, attrs, tiling, ws, constant)
-        if call is None:
+            bound = spec.prepare(ins, outs, attrs, tiling, ws, constant)
+        if bound is not None:
+            def call():                  # a task returns None (a control task, a jump)
+                bound()
+        else:
             kernel = spec.kernel
 
             def call():

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import broadcast_shapes
+from aircc.executor.kernels._common import broadcast_shapes, expanded
 from aircc.executor.kernels.registry import InferContext, op
 
 
@@ -87,12 +87,26 @@ BINARY = [
 ]
 
 
+#: Binary ops bound once (``prepare``) as one ufunc call on operands fixed in advance.
+UFUNCS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Equal": np.equal,
+          "Less": np.less, "Greater": np.greater}
+
+
 def _register_binary(name, since, fn, result, same_types) -> None:
     def kernel(ins, outs, attrs, tiling, ws, fn=fn):
         fn(ins[0], ins[1], outs[0], attrs)
 
+    def prepare(ins, outs, attrs, tiling, ws, constant, ufunc=UFUNCS.get(name)):
+        """One ufunc call; a small constant operand made full-shape once (numpy's
+        broadcasting iterator costs more than such an add)."""
+        a, b, y = ins[0], ins[1], outs[0]
+        if ufunc is None or a is None or b is None or a.dtype != b.dtype:
+            return None
+        a, b = expanded(a, y.shape, constant[0]), expanded(b, y.shape, constant[1])
+        return lambda: ufunc(a, b, out=y)
+
     cls = type(name, (), {"infer": staticmethod(_infer_rule(result, same_types)),
-                          "kernel": staticmethod(kernel),
+                          "kernel": staticmethod(kernel), "prepare": staticmethod(prepare),
                           "__doc__": f"Broadcasting {name}."})
     op(name, since=since)(cls)
 

@@ -309,6 +309,16 @@ def _cast(ins, outs, attrs, tiling, ws) -> None:
         np.copyto(outs[0], ins[0], casting="unsafe")
 
 
+def _bound_cast(ins, outs, attrs, tiling, ws, constant):
+    """A cast that cannot overflow or be invalid (from bool or an integer to a float, or
+    to a wider float) bound as one copy: no error-state switch around it."""
+    x, y = ins[0], outs[0]
+    if not (y.dtype.kind == "f" and (x.dtype.kind in "biu" or (x.dtype.kind == "f"
+                                                               and y.dtype.itemsize >= x.dtype.itemsize))):
+        return None
+    return lambda copyto=np.copyto: copyto(y, x, casting="unsafe")
+
+
 def _cast_dtype(ctx: InferContext, to) -> str:
     try:
         dt = onnx_to_np(to)
@@ -331,6 +341,7 @@ class Cast:
         return [TensorType(_cast_dtype(ctx, ctx.attrs["to"]), xt.shape)]
 
     kernel = staticmethod(_cast)
+    prepare = staticmethod(_bound_cast)
 
 
 @op("CastLike", since=15)
