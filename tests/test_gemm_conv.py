@@ -191,7 +191,6 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
     compiled = aircc.compile(m, streams=1)
     assert compiled.report["packed_conv_weights"] == expect
     if size == 7:
-        from aircc.compiler.ir.graph import TensorType
         from aircc.executor.kernels.conv import Conv
         for n in compiled.graph.nodes:
             if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":

@@ -22,7 +22,7 @@ import numpy as np
 
 from aircc.executor.kernels.registry import InferContext, node_spec
 
-from ..ir.graph import Dim, Graph, Node, TensorType
+from ..ir.graph import Graph, Node, TensorType
 from .eliminate_dead_code import eliminate_dead_code
 from .shape_values import shape_value
 
@@ -65,11 +65,7 @@ def _expand_source(graph: Graph, value: str, producers) -> Optional[tuple[Node, 
     if target is None:
         return None
     if node.op == "ConstantOfShape":
-        fill = node.attrs.get("value")
-        fill = np.zeros(1, np.float32) if fill is None else np.asarray(fill).reshape(-1)
-        if fill.size != 1:
-            return None
-        return node, "", tuple(target)
+        return (node, "", tuple(target)) if _fill(node).size == 1 else None
     src = graph.types.get(node.inputs[0])
     if src is None or src.shape is None:
         return None
@@ -82,10 +78,15 @@ def _fits(shape, full: tuple) -> bool:
     return shape is not None and _broadcast(tuple(shape), full) == full
 
 
+def _fill(node: Node) -> np.ndarray:
+    """A ConstantOfShape's (or a splat constant's) value, flat (float32 0 by default)."""
+    fill = node.attrs.get("value")
+    return np.zeros(1, np.float32) if fill is None else np.asarray(fill).reshape(-1)
+
+
 def _scalar(graph: Graph, node: Node) -> str:
     """A 0-d constant of a ConstantOfShape's (or a splat constant's) value."""
-    fill = node.attrs.get("value")
-    fill = np.zeros(1, np.float32) if fill is None else np.asarray(fill).reshape(-1)
+    fill = _fill(node)
     name = graph.fresh_name(f"{node.name or node.outputs[0]}/value")
     graph.constants[name] = fill.reshape(())
     graph.types[name] = TensorType.of(graph.constants[name])

@@ -373,14 +373,19 @@ def zeros(shape, dtype) -> np.ndarray:
     return block[:n].reshape(tuple(shape))
 
 
-def relu(x: np.ndarray, out: np.ndarray) -> None:
-    """out = max(x, 0), NaN kept.  numpy's maximum runs its SIMD loop only when both
-    operands are arrays of the full shape; against a scalar it takes a scalar loop 3x
-    slower (238 against 75 us for 800k float32 here): so the zero is a :func:`zeros` view."""
+def relu_zero(x: np.ndarray):
+    """The zero to compare ``x`` with in a Relu: numpy's maximum runs its SIMD loop only
+    when both operands are arrays of the full shape, against a scalar a scalar loop 3x
+    slower (238 against 75 us for 800k float32 here), so a :func:`zeros` view, except for
+    small or non-float tensors."""
     if x.size < RELU_ZEROS_MIN or x.dtype.kind != "f":
-        np.maximum(x, 0, out=out)
-    else:
-        np.maximum(x, zeros(x.shape, x.dtype), out=out)
+        return 0
+    return zeros(x.shape, x.dtype)
+
+
+def relu(x: np.ndarray, out: np.ndarray) -> None:
+    """out = max(x, 0), NaN kept (see :func:`relu_zero`)."""
+    np.maximum(x, relu_zero(x), out=out)
 
 
 def epilogue(y: np.ndarray, extra: Optional[np.ndarray], attrs: dict) -> None:
@@ -424,7 +429,7 @@ def bound_epilogue(product, y_full: np.ndarray, y: np.ndarray, extra: Optional[n
     else:
         extra = None
     mul, add, maximum = np.multiply, np.add, np.maximum
-    zero = zeros(y.shape, y.dtype) if y.size >= RELU_ZEROS_MIN and y.dtype.kind == "f" else 0
+    zero = relu_zero(y)
     if scale is None and not with_relu:
         if extra is None:
             return product

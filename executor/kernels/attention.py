@@ -106,22 +106,13 @@ class Attention:
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        x, w, bias = ins[0], ins[1], ins[2]
-        m = ins[3] if len(ins) > 3 else None
-        b, s, e, h, d = _geometry(x.shape, w.shape, int(attrs["heads"]))
+        """Called directly (not bound): the bound form, made on the spot and run once."""
         if not tiling:
-            tiling = Attention.tiling([TensorType.of(a) if a is not None else None for a in ins], attrs)
-        ws = workspace(ws, tiling["offsets"][-1])
-        off, dt = tiling["offsets"], x.dtype
-        qkv = carve(ws, off[0], (b * s, 3 * h * d), dt)
-        np.matmul(x.reshape(b * s, e), w, out=qkv)
-        np.add(qkv, bias, out=qkv)
-        heads = qkv.reshape(b, s, 3, h, d)
-        scores = carve(ws, off[1], (b, h, s, s), dt)
-        np.matmul(heads[:, :, 0].transpose(0, 2, 1, 3), heads[:, :, 1].transpose(0, 2, 3, 1), out=scores)
-        softmax_matmul(scores, m, heads[:, :, 2].transpose(0, 2, 1, 3), outs[0].transpose(0, 2, 1, 3),
-                       carve(ws, off[2], tuple(tiling["e_shape"]), dt), bool(attrs.get("base2")),
-                       carve(ws, off[3], (b, h, s, d), dt))
+            tiling = Attention.tiling([None if a is None else TensorType.of(a) for a in ins], attrs)
+        ins = [np.ascontiguousarray(ins[0]), *ins[1:]]
+        run = Attention.prepare(ins, outs, attrs, tiling, workspace(ws, tiling["offsets"][-1]),
+                                [False] * len(ins))
+        run()
 
 
 Attention.spec.extra["tested_by"] = "tests/test_fusion.py"

@@ -43,6 +43,11 @@ PACKED = "HWOI"
 EXACT_MIN_WIDTH_SHARE = 1.2
 
 
+def _exact_columns(out_width: int, wq: int) -> bool:
+    """Whether a wide-mode row of ``wq`` columns holds junk enough to gather exact ones."""
+    return out_width * EXACT_MIN_WIDTH_SHARE < wq
+
+
 def gathers_exact_columns(x_shape, w_shape, attrs) -> bool:
     """Whether a 2-D conv of these (static) shapes runs best in the wide mode's exact
     columns (see ``EXACT_MIN_WIDTH_SHARE``): the pack-weights pass then leaves its weights
@@ -54,7 +59,7 @@ def gathers_exact_columns(x_shape, w_shape, attrs) -> bool:
     out_sp, pb, _ = window_geometry(x_shape[2:], kernel, strides, dilations, pads, auto_pad)
     plan = phase_plan([int(d) for d in x_shape[2:]], out_sp, [int(k) for k in kernel], strides,
                       dilations, pb)
-    return out_sp[1] * EXACT_MIN_WIDTH_SHARE < plan["wq"]
+    return _exact_columns(out_sp[1], plan["wq"])
 
 
 def logical_weight_shape(ws, attrs) -> tuple:
@@ -175,7 +180,7 @@ class Conv:
             t.update(mode="depthwise_wide", chunk=chunk, acc_off=base, cols_off=base + acc,
                      workspace=base + acc + align(chunk * ntaps * run))
         else:
-            exact = out_sp[1] * EXACT_MIN_WIDTH_SHARE < wq   # junk columns worth dropping
+            exact = _exact_columns(out_sp[1], wq)
             width = out_sp[1] if exact else wq
             per_row = (c * ntaps + 1) * width * item   # + a row of ones: the bias in the GEMM
             per_row_out = 0 if exact else m * wq * item
@@ -192,15 +197,7 @@ class Conv:
                 or (len(ins) > 2 and ins[2] is not None and not constant[2]):
             return None
         w3 = Conv.wide_weights(ins[1], ins[2] if len(ins) > 2 else None, tiling)
-        relu_store = bool(attrs.get("fused_relu")) and not attrs.get("fused_add")
-        extra = ins[3] if len(ins) > 3 else None
-        run, finish = Conv._run, epilogue
-
-        def call():
-            run(ins, outs, attrs, tiling, ws, relu_store, w3)
-            if not relu_store:
-                finish(outs[0], extra, attrs)
-        return call
+        return lambda: Conv._run_with_epilogue(ins, outs, attrs, tiling, ws, w3)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -208,9 +205,14 @@ class Conv:
         if t["mode"] in ("pointwise", "taps"):
             Conv._gemm_modes(ins, outs, attrs, t, ws)
             return
-        # the wide mode stores its result through the Relu when nothing is added after it
+        Conv._run_with_epilogue(ins, outs, attrs, t, ws)
+
+    @staticmethod
+    def _run_with_epilogue(ins, outs, attrs, t, ws, w3=None) -> None:
+        """The non-GEMM-first modes, then the fused epilogue; the wide mode stores its
+        result through the Relu when nothing is added after it."""
         relu_store = t["mode"] == "wide" and bool(attrs.get("fused_relu")) and not attrs.get("fused_add")
-        Conv._run(ins, outs, attrs, t, ws, relu_store)
+        Conv._run(ins, outs, attrs, t, ws, relu_store, w3)
         if not relu_store:
             epilogue(outs[0], ins[3] if len(ins) > 3 else None, attrs)
 
