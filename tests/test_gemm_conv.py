@@ -15,6 +15,7 @@ from aircc.compiler.ir.graph import TensorType
 from aircc.errors import ShapeInferenceError
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.kernels import blas, registry
+from aircc.executor.kernels import conv as conv_kernel
 from aircc.executor.kernels.conv import Conv
 from aircc.executor.kernels.registry import InferContext
 from graphs import const, model, tensor
@@ -97,13 +98,23 @@ TAP_CASES = [
     ((1, 16, 12, 11), (8, 16, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),
     ((1, 32, 13, 12), (6, 16, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 1, 2, 1]}),
     ((1, 16, 10, 10), (4, 16, 5, 3), {"strides": [1, 2], "pads": [2, 1, 2, 1]}),
-    ((1, 16, 8, 8), (4, 16, 2, 2), {}),                              # no padding: no junk columns
+    ((1, 16, 8, 8), (4, 16, 2, 2), {}),                              # no padding
+    ((2, 16, 8, 7), (4, 16, 3, 1), {"pads": [1, 0, 1, 0]}),          # no junk columns
 ]
+
+
+@pytest.fixture(params=["taps", "stacked"])
+def tap_mode(request, monkeypatch):
+    """A GEMM per tap, or every tap's weights stacked in one GEMM wherever that mode can run
+    (stride 1, one group), whatever the channel counts."""
+    share = 0.0 if request.param == "taps" else 64.0
+    monkeypatch.setattr(conv_kernel, "STACKED_MAX_CHANNEL_SHARE", share)
+    return request.param
 
 
 @pytest.mark.parametrize("xs,wsh,attrs", TAP_CASES)
 @pytest.mark.parametrize("epilogue", ["plain", "bias", "bias_add_relu", "add_relu"])
-def test_conv_taps_on_packed_weights_match_the_reference(gemm_impl, xs, wsh, attrs, epilogue):
+def test_conv_taps_on_packed_weights_match_the_reference(gemm_impl, tap_mode, xs, wsh, attrs, epilogue):
     x, w = rand(*xs), rand(*wsh)
     b = rand(wsh[0]) if "bias" in epilogue else None
     packed = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
@@ -116,9 +127,43 @@ def test_conv_taps_on_packed_weights_match_the_reference(gemm_impl, xs, wsh, att
     if relu:
         pattrs.update(fused_relu=1)
     tiling, y = _run_conv(x, packed, b, pattrs, extra)
-    assert tiling["mode"] == "taps"
+    stride_one = all(s == 1 for s in attrs.get("strides", [1, 1]))
+    can_stack = stride_one and attrs.get("group", 1) == 1
+    assert tiling["mode"] == ("stacked" if tap_mode == "stacked" and can_stack else "taps")
     expected = _reference_conv(x, w, b, attrs, extra, relu)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,wsh,attrs", TAP_CASES[:1] + TAP_CASES[-1:])
+def test_stacked_mode_bound_once_on_constant_weights_matches_the_reference(xs, wsh, attrs):
+    """The bound form (weights stacked with the bias column once) on a workspace of NaN
+    bytes, run twice: the sum of the taps' partial outputs reads no stale scratch."""
+    x, w, b = rand(*xs), rand(*wsh), rand(wsh[0])
+    packed = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
+    pattrs = dict(attrs, kernel_shape=list(wsh[2:]), weight_layout="HWOI", fused_relu=1)
+    types = [TensorType.of(a) for a in (x, packed, b)]
+    tiling = Conv.tiling(types, pattrs)
+    assert tiling["mode"] == "stacked"
+    y = np.full((xs[0], wsh[0], *tiling["out"]), np.nan, np.float32)
+    bound = Conv.prepare([x, packed, b], [y], pattrs, tiling,
+                         np.full(tiling["workspace"], 0xFF, np.uint8), [False, True, True])
+    expected = _reference_conv(x, w, b, attrs, relu=True)
+    for _ in range(2):
+        assert bound() is None
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_stacked_mode_only_where_the_output_has_few_channels():
+    """128 -> 32 channels at stride 1 stacks the taps; equal counts, strides and groups do not."""
+    attrs = {"pads": [1, 1, 1, 1], "kernel_shape": [3, 3], "weight_layout": "HWOI"}
+    x = TensorType("float32", (1, 128, 14, 14))
+
+    def mode(w, **extra):
+        return Conv.tiling([x, TensorType("float32", w)], dict(attrs, **extra))["mode"]
+    assert mode((3, 3, 32, 128)) == "stacked"
+    assert mode((3, 3, 128, 128)) == "taps"
+    assert mode((3, 3, 32, 128), strides=[2, 2]) == "taps"
+    assert mode((3, 3, 32, 64), group=2) == "taps"
 
 
 @pytest.mark.parametrize("strides,pads", [([2, 2], [0, 0, 0, 0]), ([1, 1], [1, 1, 1, 1]),
@@ -182,20 +227,27 @@ def _conv_net(channels: int, group: int = 1, size: int = 10):
                  inits)
 
 
-@pytest.mark.parametrize("channels,group,size,expect", [(64, 1, 10, 2), (128, 2, 10, 2), (32, 1, 10, 0),
-                                                        (512, 8, 10, 0), (64, 1, 7, 0)])
-def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, size, expect):
+@pytest.mark.parametrize("channels,group,size,expect,stack", [
+    (64, 1, 10, 2, False), (128, 2, 10, 2, False), (32, 1, 10, 0, False), (512, 8, 10, 0, False),
+    (64, 1, 7, 0, False), (64, 1, 7, 1, True)])
+def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, size, expect,
+                                                                            stack, monkeypatch):
     """Packed per tap: 64+ channels per group, few groups, outputs wide enough; at 7 x 7 (3x3
-    rows 9 wide for 7 outputs) the weights stay for the wide mode's exact columns."""
+    rows 9 wide for 7 outputs) the weights stay for the wide mode's exact columns, unless
+    the stacked mode (stride 1 only here: c1) takes the conv."""
+    if stack:
+        monkeypatch.setattr(conv_kernel, "STACKED_MAX_CHANNEL_SHARE", 1.0)
     m = _conv_net(channels, group, size)
     compiled = aircc.compile(m, streams=1)
     assert compiled.report["packed_conv_weights"] == expect
     if size == 7:
-        from aircc.executor.kernels.conv import Conv
         for n in compiled.graph.nodes:
             if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":
                 t = Conv.tiling([compiled.graph.types[i] for i in n.inputs], n.attrs)
-                assert t["mode"] == "wide" and t["exact"]
+                if stack and n.name == "c1":
+                    assert t["mode"] == "stacked"
+                else:
+                    assert t["mode"] == "wide" and t["exact"]
     convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
     layouts = sorted(n.attrs.get("weight_layout", "OIHW") for n in convs)
     assert layouts.count("HWOI") == expect

@@ -6,6 +6,11 @@ Mode by shape (chosen in the tiling, once per shape):
 - ``taps`` 2-D, weights packed by the ``pack-weights`` pass (or a single tap): the
   padded input is split into stride phases so that each tap reads one contiguous
   run, and each tap is one GEMM that adds into the output (no im2col copy).
+- ``stacked`` 2-D, stride 1, packed weights, far fewer output than input channels
+  (DenseNet's 128 -> 32): one GEMM with every tap's weights stacked (taps * M rows)
+  over the padded input read once, then one strided sum of the taps' shifted partial
+  outputs (the "kn2row" formulation: the GEMM reads the input once instead of once per
+  tap, and has taps * M rows instead of M).
 - ``wide`` other 2-D: im2col of the tap runs, then one GEMM per group.
 - ``depthwise_wide`` / ``depthwise``: one multiply-add per tap.
 - ``im2col`` N-D and the rest: copy the windows, then one GEMM.
@@ -43,6 +48,46 @@ PACKED = "HWOI"
 EXACT_MIN_WIDTH_SHARE = 1.2
 
 
+#: The stacked mode runs when the output has at most this share of the input's channels:
+#: at 128 -> 32 channels it takes 0.6-0.76 of the per-tap GEMMs' time; at equal channel
+#: counts it wins on small images and loses on large ones (1.06-1.1 at 56 x 56, 14 x 14),
+#: and with more outputs than inputs its partial outputs outgrow the input it saves
+#: reading (1.3-1.5).
+STACKED_MAX_CHANNEL_SHARE = 0.5
+#: ... and when its partial outputs (taps x M x plane) take at most this many bytes.
+STACKED_MAX_BYTES = 8 << 20
+
+
+def _stacks_taps(c: int, m: int, g: int, plan: dict, itemsize: int) -> bool:
+    """Whether a 2-D conv with this phase plan runs in the stacked mode (see module doc)."""
+    ntaps = len(plan["taps"])
+    return (g == 1 and len(plan["phases"]) == 1 and ntaps > 1
+            and m <= STACKED_MAX_CHANNEL_SHARE * c
+            and ntaps * m * plan["plane"] * itemsize <= STACKED_MAX_BYTES)
+
+
+def _plan_of(x_shape, w_shape, attrs):
+    """(output spatial shape, phase plan) of a 2-D conv of static shapes, or None."""
+    ws = logical_weight_shape(w_shape, attrs)
+    if len(x_shape) != 4 or not all(is_int(d) for d in (*x_shape, *ws)):
+        return None
+    nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(x_shape, ws, attrs)
+    out_sp, pb, _ = window_geometry(x_shape[2:], kernel, strides, dilations, pads, auto_pad)
+    return out_sp, phase_plan([int(d) for d in x_shape[2:]], out_sp, [int(k) for k in kernel],
+                              strides, dilations, pb)
+
+
+def stacks_taps(x_shape, w_shape, attrs, itemsize: int = 4) -> bool:
+    """Whether a 2-D conv of these (static) shapes runs in the stacked mode, which reads
+    the packed weights: the pack-weights pass packs those even where the wide mode's
+    exact columns would otherwise take the conv."""
+    found = _plan_of(x_shape, w_shape, attrs)
+    if found is None:
+        return False
+    ws = logical_weight_shape(w_shape, attrs)
+    return _stacks_taps(int(x_shape[1]), int(ws[0]), int(attrs.get("group", 1)), found[1], itemsize)
+
+
 def _exact_columns(out_width: int, wq: int) -> bool:
     """Whether a wide-mode row of ``wq`` columns holds junk enough to gather exact ones."""
     return out_width * EXACT_MIN_WIDTH_SHARE < wq
@@ -52,14 +97,8 @@ def gathers_exact_columns(x_shape, w_shape, attrs) -> bool:
     """Whether a 2-D conv of these (static) shapes runs best in the wide mode's exact
     columns (see ``EXACT_MIN_WIDTH_SHARE``): the pack-weights pass then leaves its weights
     for that mode instead of packing them per tap."""
-    ws = logical_weight_shape(w_shape, attrs)
-    if len(x_shape) != 4 or not all(is_int(d) for d in (*x_shape, *ws)):
-        return False
-    nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(x_shape, ws, attrs)
-    out_sp, pb, _ = window_geometry(x_shape[2:], kernel, strides, dilations, pads, auto_pad)
-    plan = phase_plan([int(d) for d in x_shape[2:]], out_sp, [int(k) for k in kernel], strides,
-                      dilations, pb)
-    return _exact_columns(out_sp[1], plan["wq"])
+    found = _plan_of(x_shape, w_shape, attrs)
+    return found is not None and _exact_columns(found[0][1], found[1]["wq"])
 
 
 def logical_weight_shape(ws, attrs) -> tuple:
@@ -142,8 +181,15 @@ class Conv:
             return t
         if nsp == 2 and not depthwise and (packed or prod(kernel) == 1):
             plan = phase_plan(in_sp, out_sp, kernel, strides, dilations, pb)
-            base = phase_bytes(plan, c, item)
             direct = plan["wq"] == out_sp[1]   # no junk columns: accumulate in Y itself
+            if packed and _stacks_taps(c, m, g, plan, item):
+                base = phase_bytes(plan, c + 1, item)   # + a row of ones: the bias
+                partial = align((len(plan["taps"]) * m * plan["plane"] + plan["slack"]) * item)
+                t.update(mode="stacked", plan=plan, direct=direct, part_off=base,
+                         acc_off=base + partial,
+                         workspace=base + partial + (0 if direct else align(m * out_sp[0] * plan["wq"] * item)))
+                return t
+            base = phase_bytes(plan, c, item)
             t.update(mode="taps", plan=plan, direct=direct, acc_off=base,
                      workspace=base + (0 if direct else align(m * out_sp[0] * plan["wq"] * item)))
             return t
@@ -192,11 +238,16 @@ class Conv:
 
     @staticmethod
     def prepare(ins, outs, attrs, tiling, ws, constant):
-        """The wide mode with constant weights and bias: their GEMM operand made once."""
-        if not tiling or tiling.get("mode") != "wide" or not constant[1] \
+        """The wide and stacked modes with constant weights and bias: their GEMM operand
+        made once."""
+        if not tiling or tiling.get("mode") not in ("wide", "stacked") or not constant[1] \
                 or (len(ins) > 2 and ins[2] is not None and not constant[2]):
             return None
-        w3 = Conv.wide_weights(ins[1], ins[2] if len(ins) > 2 else None, tiling)
+        b = ins[2] if len(ins) > 2 else None
+        if tiling["mode"] == "stacked":
+            wst = Conv.stacked_weights(ins[1], b, tiling)
+            return lambda: Conv._stacked(ins, outs, attrs, tiling, ws, wst)
+        w3 = Conv.wide_weights(ins[1], b, tiling)
         return lambda: Conv._run_with_epilogue(ins, outs, attrs, tiling, ws, w3)
 
     @staticmethod
@@ -204,6 +255,9 @@ class Conv:
         t = ensure_tiling(Conv, tiling, ins, attrs)
         if t["mode"] in ("pointwise", "taps"):
             Conv._gemm_modes(ins, outs, attrs, t, ws)
+            return
+        if t["mode"] == "stacked":
+            Conv._stacked(ins, outs, attrs, t, ws)
             return
         Conv._run_with_epilogue(ins, outs, attrs, t, ws)
 
@@ -273,6 +327,64 @@ class Conv:
                 relu(accv, yi)
             elif accv is not yi:
                 np.copyto(yi, accv)
+
+    @staticmethod
+    def stacked_weights(w, b, t) -> np.ndarray:
+        """The stacked mode's GEMM operand (taps * M, C [+ 1]): the packed (kH, kW, M, C)
+        weights as rows and, with a bias, one more column holding it on the first tap's
+        rows (it meets a row of ones under the input, and is summed in once)."""
+        ntaps, m, c = len(t["plan"]["taps"]), t["m"], t["c"]
+        rows = w.reshape(ntaps * m, c)
+        if b is None:
+            return rows
+        out = np.zeros((ntaps * m, c + 1), w.dtype)
+        out[:, :c] = rows
+        out[:m, c] = b
+        return out
+
+    @staticmethod
+    def _stacked(ins, outs, attrs, t, ws, wst=None) -> None:
+        """2-D, stride 1: one GEMM of every tap's weights over the padded input gives each
+        tap's partial output over the whole plane; output column p sums tap (a, b)'s
+        partial at p + a*dH*Wq + b*dW, which is one strided view (kH, kW, M, run) and one
+        reduction.  Junk columns (the plane's padding width) are dropped in the store."""
+        x, w, y = ins[0], ins[1], outs[0]
+        if wst is None:
+            wst = Conv.stacked_weights(w, ins[2] if len(ins) > 2 else None, t)
+        ws = workspace(ws, t["workspace"])
+        plan, c, m = t["plan"], t["c"], t["m"]
+        (ho, wo), wq, plane, slack = t["out"], plan["wq"], plan["plane"], plan["slack"]
+        (kh, kw), (dh, dw) = t["kernel"], t["dilations"]
+        run, it, k = ho * wq, x.itemsize, wst.shape[1]
+        cols = carve(ws, 0, (k, plane), x.dtype)
+        part = carve(ws, t["part_off"], (kh * kw * m * plane + slack,), x.dtype)
+        if slack:
+            part[-slack:] = 0   # read only by the last junk columns: keep them finite
+        partial = part[:kh * kw * m * plane].reshape(kh * kw * m, plane)
+        taps = as_strided(part, shape=(kh, kw, m, run),
+                          strides=((kw * m * plane + dh * wq) * it, (m * plane + dw) * it,
+                                   plane * it, it), writeable=False)
+        relu_store = bool(attrs.get("fused_relu")) and not attrs.get("fused_add")
+        for i in range(t["n"]):
+            pad_into_phases(x[i], ws, 0, plan, 0)
+            if k > c:
+                cols[c] = 1
+            np.matmul(wst, cols, out=partial)
+            yi = y[i]
+            if t["direct"]:
+                np.add.reduce(taps, axis=(0, 1), out=view(yi, (m, run)))
+                if relu_store:
+                    relu(yi, yi)
+                continue
+            acc = carve(ws, t["acc_off"], (m, run), x.dtype)
+            np.add.reduce(taps, axis=(0, 1), out=acc)
+            res = acc.reshape(m, ho, wq)[:, :, :wo]
+            if relu_store:
+                relu(res, yi)
+            else:
+                np.copyto(yi, res)
+        if not relu_store:
+            epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
 
     @staticmethod
     def _grouped_pointwise(x, w, y, bias, extra, with_relu, t) -> None:
