@@ -186,17 +186,27 @@ def test_conv_blocks(monkeypatch):
 
 
 def test_separable_pools_in_channel_blocks(monkeypatch):
-    """Separable pools run a cache-sized block of channels at a time: several blocks (and
-    a last, shorter one) give the reference result, padded or not, max and average."""
+    """Separable pools run a block of channels at a time: several blocks (and a last,
+    shorter one) give the reference result, padded or not, max and average.  A strided
+    column pass combines its taps at every column in a scratch block (contiguous passes),
+    then picks the outputs; the border columns, where a tap falls in the padding or would
+    wrap into the next row, come out right (float and int8, odd and even widths)."""
     import aircc.executor.kernels.pool as pool
     monkeypatch.setattr(pool, "POOL_BLOCK_BYTES", 3 * 11 * 11 * 4)
     x = rand(2, 4, 11, 11)
     for op, attrs in (("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}),
                       ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [0, 1, 0, 1]}),
+                      ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
                       ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 1, 0, 0]})):
         t = getattr(pool, op).tiling([TensorType.of(x)], attrs)
         assert t["mode"] == "separable" and t["block"] == 3
+        assert bool(t["scratch_off"]) == (attrs["strides"][1] > 1)
         check(op, [x], attrs, opset=11, rtol=1e-5, atol=1e-6)
+    for xs in ((1, 2, 12, 12), (1, 2, 13, 9)):
+        for pads in ([0, 0, 1, 1], [1, 1, 1, 1]):
+            check("MaxPool", [ints(*xs, dtype=np.int8)], {"kernel_shape": [3, 3], "strides": [2, 2],
+                  "pads": pads}, opset=12, engine="ort")
 
 
 def test_unpadded_pools_on_big_planes_run_flat(monkeypatch):
