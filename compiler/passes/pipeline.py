@@ -28,6 +28,7 @@ from .fuse_softmax_matmul import fuse_softmax_matmul
 from .infer_shapes import infer_shapes
 from .pack_weights import pack_weights
 from .remove_identity import remove_identity
+from .reorder_pool_conv import reorder_pool_conv
 from .sink_expand import sink_expand
 
 PASSES: dict[str, Callable[[Graph], Graph]] = {
@@ -46,6 +47,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse-attention": fuse_attention,
     "sink-expand": sink_expand,
     "push-bn-scale": push_bn_scale,
+    "reorder-pool-conv": reorder_pool_conv,
     "push-matmul-scale": push_matmul_scale,
     "pack-weights": pack_weights,
 }
@@ -53,7 +55,7 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale",
                     "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "sink-expand", "push-bn-scale",
-                    "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
+                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> Callable[[Graph], Graph]:
