@@ -234,7 +234,9 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
                                                                             stack, monkeypatch):
     """Packed per tap: 64+ channels per group, few groups, outputs wide enough; at 7 x 7 (3x3
     rows 9 wide for 7 outputs) the weights stay for the wide mode's exact columns, unless
-    the stacked mode (stride 1 only here: c1) takes the conv."""
+    the stacked mode (stride 1 only here: c1) takes the conv.  (These convs are small
+    enough for the wide mode: the size rule is off here, and tested on its own below.)"""
+    monkeypatch.setattr(conv_kernel, "TAPS_MIN_MACS", 0)
     if stack:
         monkeypatch.setattr(conv_kernel, "STACKED_MAX_CHANNEL_SHARE", 1.0)
     m = _conv_net(channels, group, size)
@@ -260,6 +262,24 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
     expected = sess.run(None, {"x": x})[0]
     got = aircc.load(compiled.om).run({"x": x})["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
+    """Below TAPS_MIN_MACS multiply-adds one im2col GEMM beats nine per-tap GEMM calls:
+    a 64 -> 96 conv at 14 x 14 (10.8 M) keeps ONNX's layout and runs wide; at 56 x 56
+    (173 M) it is packed and runs per tap; both equal onnxruntime."""
+    for size, packed in ((14, 0), (56, 1)):
+        w = const("W", rand(96, 64, 3, 3))
+        m = model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
+                  [tensor("x", [1, 64, size, size])], [tensor("y", [1, 96, size, size])], [w])
+        compiled = aircc.compile(m, streams=1)
+        assert compiled.report["packed_conv_weights"] == packed
+        conv = next(n for n in compiled.graph.nodes if n.op == "Conv")
+        mode = Conv.tiling([compiled.graph.types[i] for i in conv.inputs], conv.attrs)["mode"]
+        assert mode == ("taps" if packed else "wide")
+        x = rand(1, 64, size, size)
+        expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(aircc.load(compiled.om).run({"x": x})["y"], expected, rtol=1e-4, atol=1e-4)
 
 
 # ---------------------------------------------------------------- the cube engine

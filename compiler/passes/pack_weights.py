@@ -10,14 +10,15 @@ array).  Shape inference and the Conv kernel read the attribute; nothing else
 changes.  Packed when the GEMM per tap is worth it: at least ``MIN_CHANNELS``
 input channels per group, at most ``MAX_GROUPS`` groups, more than one tap, and
 an output wide enough (a small one, 7 x 7, runs better as one GEMM over exact
-columns: ``gathers_exact_columns``) unless the kernel's stacked mode, which reads
-the packed weights too, takes it (``stacks_taps``).
+columns) and work enough (below ``TAPS_MIN_MACS`` multiply-adds one im2col GEMM
+beats nine GEMM calls), unless the kernel's stacked mode, which reads the packed
+weights too, takes the conv: ``conv.wants_packed`` decides.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.executor.kernels.conv import PACKED, gathers_exact_columns, stacks_taps
+from aircc.executor.kernels.conv import PACKED, wants_packed
 
 from ..ir.graph import Graph, TensorType
 
@@ -41,8 +42,8 @@ def pack_weights(graph: Graph) -> Graph:
         if w.shape[1] < MIN_CHANNELS or group > MAX_GROUPS:
             continue
         xt = graph.types.get(node.inputs[0])
-        if xt is not None and xt.shape is not None and gathers_exact_columns(xt.shape, w.shape, node.attrs) \
-                and not stacks_taps(xt.shape, w.shape, node.attrs, w.dtype.itemsize):
+        if xt is not None and xt.shape is not None \
+                and not wants_packed(xt.shape, w.shape, node.attrs, w.dtype.itemsize):
             continue
         name = node.inputs[1]
         if len(users.get(name, [])) != 1 or name in graph.outputs:

@@ -77,15 +77,12 @@ def _plan_of(x_shape, w_shape, attrs):
                               strides, dilations, pb)
 
 
-def stacks_taps(x_shape, w_shape, attrs, itemsize: int = 4) -> bool:
-    """Whether a 2-D conv of these (static) shapes runs in the stacked mode, which reads
-    the packed weights: the pack-weights pass packs those even where the wide mode's
-    exact columns would otherwise take the conv."""
-    found = _plan_of(x_shape, w_shape, attrs)
-    if found is None:
-        return False
-    ws = logical_weight_shape(w_shape, attrs)
-    return _stacks_taps(int(x_shape[1]), int(ws[0]), int(attrs.get("group", 1)), found[1], itemsize)
+#: A conv with fewer multiply-adds than this runs better as one im2col GEMM (``wide``)
+#: than as a GEMM per tap: each of the nine BLAS calls starts and joins its threads, and
+#: with few channels each has a short inner dimension.  Measured per shape, wide / taps:
+#: 0.81-0.96 below 50 M multiply-adds (Inception's 14 x 14 and 13 x 13 convs, strided
+#: ones), 0.98-1.07 above 60 M (ResNet's and VGG's).
+TAPS_MIN_MACS = 50_000_000
 
 
 def _exact_columns(out_width: int, wq: int) -> bool:
@@ -93,12 +90,22 @@ def _exact_columns(out_width: int, wq: int) -> bool:
     return out_width * EXACT_MIN_WIDTH_SHARE < wq
 
 
-def gathers_exact_columns(x_shape, w_shape, attrs) -> bool:
-    """Whether a 2-D conv of these (static) shapes runs best in the wide mode's exact
-    columns (see ``EXACT_MIN_WIDTH_SHARE``): the pack-weights pass then leaves its weights
-    for that mode instead of packing them per tap."""
+def wants_packed(x_shape, w_shape, attrs, itemsize: int = 4) -> bool:
+    """Whether a 2-D conv of these shapes runs best on weights packed per tap (the taps
+    or stacked mode) rather than in the wide mode on ONNX's layout: the stacked mode
+    always; otherwise not when the output is narrow enough for the wide mode's exact
+    columns (``EXACT_MIN_WIDTH_SHARE``) or the work small (``TAPS_MIN_MACS``).  Unknown
+    shapes (dynamic mode) take the per-tap kernel."""
     found = _plan_of(x_shape, w_shape, attrs)
-    return found is not None and _exact_columns(found[0][1], found[1]["wq"])
+    if found is None:
+        return True
+    out_sp, plan = found
+    m, cg, kh, kw = logical_weight_shape(w_shape, attrs)
+    if _stacks_taps(int(x_shape[1]), m, int(attrs.get("group", 1)), plan, itemsize):
+        return True
+    if _exact_columns(out_sp[1], plan["wq"]):
+        return False
+    return int(x_shape[0]) * m * cg * kh * kw * out_sp[0] * out_sp[1] >= TAPS_MIN_MACS
 
 
 def logical_weight_shape(ws, attrs) -> tuple:
