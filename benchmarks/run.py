@@ -39,7 +39,7 @@ import onnxruntime as ort
 
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
-from aircc.formats import load_om, save_om
+from aircc.formats import save_om
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

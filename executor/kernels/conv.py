@@ -416,7 +416,7 @@ class Conv:
         b = ins[2] if len(ins) > 2 else None
         y = outs[0]
         ws = workspace(ws, t["workspace"])
-        n, c, m, g, cg, mg = t["n"], t["c"], t["m"], t["g"], t["cg"], t["mg"]
+        n, c, m = t["n"], t["c"], t["m"]
         mode, out_sp = t["mode"], t["out"]
         nsp = len(out_sp)
         bias = None if b is None else b.reshape((m,) + (1,) * nsp)
