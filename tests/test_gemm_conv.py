@@ -154,14 +154,15 @@ def test_stacked_mode_bound_once_on_constant_weights_matches_the_reference(xs, w
 
 
 def test_stacked_mode_only_where_the_output_has_few_channels():
-    """128 -> 32 channels at stride 1 stacks the taps; equal counts, strides and groups do not."""
+    """128 -> 32 channels at stride 1 stacks the taps; equal counts, strides and groups do not
+    (80 -> 80 channels at 14 x 14: too few for the Winograd mode)."""
     attrs = {"pads": [1, 1, 1, 1], "kernel_shape": [3, 3], "weight_layout": "HWOI"}
-    x = TensorType("float32", (1, 128, 14, 14))
 
     def mode(w, **extra):
-        return Conv.tiling([x, TensorType("float32", w)], dict(attrs, **extra))["mode"]
+        xt = TensorType("float32", (1, w[3] * extra.get("group", 1), 14, 14))
+        return Conv.tiling([xt, TensorType("float32", w)], dict(attrs, **extra))["mode"]
     assert mode((3, 3, 32, 128)) == "stacked"
-    assert mode((3, 3, 128, 128)) == "taps"
+    assert mode((3, 3, 80, 80)) == "taps"
     assert mode((3, 3, 32, 128), strides=[2, 2]) == "taps"
     assert mode((3, 3, 32, 64), group=2) == "taps"
 
@@ -266,12 +267,13 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
 
 def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
     """Below TAPS_MIN_MACS multiply-adds one im2col GEMM beats nine per-tap GEMM calls:
-    a 64 -> 96 conv at 14 x 14 (10.8 M) keeps ONNX's layout and runs wide; at 56 x 56
-    (173 M) it is packed and runs per tap; both equal onnxruntime."""
+    a 64 -> 48 conv at 14 x 14 (5.4 M) keeps ONNX's layout and runs wide; at 56 x 56
+    (87 M) it is packed and runs per tap (48 outputs: too few for Winograd); both equal
+    onnxruntime."""
     for size, packed in ((14, 0), (56, 1)):
-        w = const("W", rand(96, 64, 3, 3))
+        w = const("W", rand(48, 64, 3, 3))
         m = model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
-                  [tensor("x", [1, 64, size, size])], [tensor("y", [1, 96, size, size])], [w])
+                  [tensor("x", [1, 64, size, size])], [tensor("y", [1, 48, size, size])], [w])
         compiled = aircc.compile(m, streams=1)
         assert compiled.report["packed_conv_weights"] == packed
         conv = next(n for n in compiled.graph.nodes if n.op == "Conv")

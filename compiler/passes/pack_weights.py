@@ -12,7 +12,8 @@ input channels per group, at most ``MAX_GROUPS`` groups, more than one tap, and
 an output wide enough (a small one, 7 x 7, runs better as one GEMM over exact
 columns) and work enough (below ``TAPS_MIN_MACS`` multiply-adds one im2col GEMM
 beats nine GEMM calls), unless the kernel's stacked mode, which reads the packed
-weights too, takes the conv: ``conv.wants_packed`` decides.
+weights too, takes the conv; the Winograd mode transforms ONNX's layout itself, so
+its convs stay as they are: ``conv.wants_packed`` decides.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def pack_weights(graph: Graph) -> Graph:
             continue
         xt = graph.types.get(node.inputs[0])
         if xt is not None and xt.shape is not None \
-                and not wants_packed(xt.shape, w.shape, node.attrs, w.dtype.itemsize):
+                and not wants_packed(xt.shape, w.shape, node.attrs, w.dtype):
             continue
         name = node.inputs[1]
         if len(users.get(name, [])) != 1 or name in graph.outputs:

@@ -11,6 +11,10 @@ Mode by shape (chosen in the tiling, once per shape):
   over the padded input read once, then one strided sum of the taps' shifted partial
   outputs (the "kn2row" formulation: the GEMM reads the input once instead of once per
   tap, and has taps * M rows instead of M).
+- ``winograd`` 3x3, stride 1, ungrouped, both channel counts >= 64 and an output of
+  enough tiles: Winograd F(4x4, 3x3) or F(2x2, 3x3), a quarter or 0.44 of the
+  multiply-adds, every transform a small GEMM (``winograd.py``; the weights are
+  transformed once, in ``prepare``).
 - ``wide`` other 2-D: im2col of the tap runs, then one GEMM per group.
 - ``depthwise_wide`` / ``depthwise``: one multiply-add per tap.
 - ``im2col`` N-D and the rest: copy the windows, then one GEMM.
@@ -31,6 +35,7 @@ from aircc.executor.kernels._common import (
     pad_into_phases,
     phase_bytes, phase_plan, prod, relu, view, window_attrs, window_geometry, window_out_dims,
     workspace)
+from aircc.executor.kernels import winograd
 from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
 
@@ -66,15 +71,18 @@ def _stacks_taps(c: int, m: int, g: int, plan: dict, itemsize: int) -> bool:
             and ntaps * m * plan["plane"] * itemsize <= STACKED_MAX_BYTES)
 
 
-def _plan_of(x_shape, w_shape, attrs):
-    """(output spatial shape, phase plan) of a 2-D conv of static shapes, or None."""
+def _plan_of(x_shape, w_shape, attrs, dtype):
+    """(output spatial shape, phase plan, Winograd tile) of a 2-D conv of static shapes,
+    or None."""
     ws = logical_weight_shape(w_shape, attrs)
     if len(x_shape) != 4 or not all(is_int(d) for d in (*x_shape, *ws)):
         return None
     nsp, kernel, strides, dilations, pads, auto_pad = Conv._params(x_shape, ws, attrs)
     out_sp, pb, _ = window_geometry(x_shape[2:], kernel, strides, dilations, pads, auto_pad)
+    tile = winograd.choose_tile(int(x_shape[1]), int(ws[0]), int(attrs.get("group", 1)),
+                                kernel, strides, dilations, out_sp, dtype)
     return out_sp, phase_plan([int(d) for d in x_shape[2:]], out_sp, [int(k) for k in kernel],
-                              strides, dilations, pb)
+                              strides, dilations, pb), tile
 
 
 #: A conv with fewer multiply-adds than this runs better as one im2col GEMM (``wide``)
@@ -90,18 +98,20 @@ def _exact_columns(out_width: int, wq: int) -> bool:
     return out_width * EXACT_MIN_WIDTH_SHARE < wq
 
 
-def wants_packed(x_shape, w_shape, attrs, itemsize: int = 4) -> bool:
+def wants_packed(x_shape, w_shape, attrs, dtype=np.float32) -> bool:
     """Whether a 2-D conv of these shapes runs best on weights packed per tap (the taps
-    or stacked mode) rather than in the wide mode on ONNX's layout: the stacked mode
-    always; otherwise not when the output is narrow enough for the wide mode's exact
-    columns (``EXACT_MIN_WIDTH_SHARE``) or the work small (``TAPS_MIN_MACS``).  Unknown
-    shapes (dynamic mode) take the per-tap kernel."""
-    found = _plan_of(x_shape, w_shape, attrs)
+    or stacked mode) rather than in the wide or Winograd mode on ONNX's layout: the
+    stacked mode always; otherwise not when Winograd takes it, when the output is narrow
+    enough for the wide mode's exact columns (``EXACT_MIN_WIDTH_SHARE``) or the work
+    small (``TAPS_MIN_MACS``).  Unknown shapes (dynamic mode) take the per-tap kernel."""
+    found = _plan_of(x_shape, w_shape, attrs, dtype)
     if found is None:
         return True
-    out_sp, plan = found
+    out_sp, plan, tile = found
+    if tile:
+        return False
     m, cg, kh, kw = logical_weight_shape(w_shape, attrs)
-    if _stacks_taps(int(x_shape[1]), m, int(attrs.get("group", 1)), plan, itemsize):
+    if _stacks_taps(int(x_shape[1]), m, int(attrs.get("group", 1)), plan, np.dtype(dtype).itemsize):
         return True
     if _exact_columns(out_sp[1], plan["wq"]):
         return False
@@ -186,6 +196,12 @@ class Conv:
         if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not padded:
             t.update(mode="pointwise", workspace=0)
             return t
+        tile = nsp == 2 and winograd.choose_tile(c, m, g, kernel, strides, dilations, out_sp,
+                                                 types[0].dtype)
+        if tile:
+            t.update(mode="winograd", pb=[int(p) for p in pb],
+                     **winograd.geometry(c, m, in_sp, out_sp, tile, item))
+            return t
         if nsp == 2 and not depthwise and (packed or prod(kernel) == 1):
             plan = phase_plan(in_sp, out_sp, kernel, strides, dilations, pb)
             direct = plan["wq"] == out_sp[1]   # no junk columns: accumulate in Y itself
@@ -245,10 +261,15 @@ class Conv:
 
     @staticmethod
     def prepare(ins, outs, attrs, tiling, ws, constant):
-        """The wide and stacked modes with constant weights and bias: their GEMM operand
-        made once."""
-        if not tiling or tiling.get("mode") not in ("wide", "stacked") or not constant[1] \
-                or (len(ins) > 2 and ins[2] is not None and not constant[2]):
+        """The wide, stacked and Winograd modes with constant weights (and bias): their
+        GEMM operand made once."""
+        if not tiling or tiling.get("mode") not in ("wide", "stacked", "winograd") \
+                or not constant[1]:
+            return None
+        if tiling["mode"] == "winograd":
+            u = winograd.weights(Conv.onnx_weights(ins[1], attrs), tiling["tile"])
+            return lambda: Conv._winograd(ins, outs, attrs, tiling, ws, u)
+        if len(ins) > 2 and ins[2] is not None and not constant[2]:
             return None
         b = ins[2] if len(ins) > 2 else None
         if tiling["mode"] == "stacked":
@@ -266,7 +287,29 @@ class Conv:
         if t["mode"] == "stacked":
             Conv._stacked(ins, outs, attrs, t, ws)
             return
+        if t["mode"] == "winograd":
+            Conv._winograd(ins, outs, attrs, t, ws)
+            return
         Conv._run_with_epilogue(ins, outs, attrs, t, ws)
+
+    @staticmethod
+    def onnx_weights(w: np.ndarray, attrs) -> np.ndarray:
+        """The weights in ONNX's (M, C/group, kH, kW) layout (a view of packed ones)."""
+        return w.transpose(2, 3, 0, 1) if attrs.get("weight_layout", "OIHW") == PACKED else w
+
+    @staticmethod
+    def _winograd(ins, outs, attrs, t, ws, u=None) -> None:
+        """Winograd F(m, 3) per image (``winograd.run``: bias added in its last copy),
+        then the fused residual and Relu.  Unprepared (weights not constant), the
+        weights are transformed on every call."""
+        x, y = ins[0], outs[0]
+        b = ins[2] if len(ins) > 2 else None
+        if u is None:
+            u = winograd.weights(Conv.onnx_weights(ins[1], attrs), t["tile"])
+        ws = workspace(ws, t["workspace"])
+        for i in range(t["n"]):
+            winograd.run(x[i], u, y[i], b, t["pb"], t, ws)
+        epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
 
     @staticmethod
     def _run_with_epilogue(ins, outs, attrs, t, ws, w3=None) -> None:

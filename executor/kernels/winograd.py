@@ -1,0 +1,155 @@
+"""Winograd convolution F(m x m, 3 x 3) for Conv's ``winograd`` mode (m = 2 or 4).
+
+A 3x3, stride-1 convolution computes each m x m output tile from an (m+2) x (m+2)
+input tile.  In the Winograd domain the tile's convolution is an elementwise product,
+so per tile position f (one of (m+2)^2) the whole layer is one GEMM
+``U[f] (M x C) @ V[f] (C x tiles)``: (m+2)^2 / (9 m^2) of the direct multiply-adds,
+0.44 for m = 2 and 0.25 for m = 4 (Lavin and Gray, "Fast Algorithms for Convolutional
+Neural Networks", 2016).  Every transform is itself a small GEMM, so no pass runs an
+elementwise Python loop:
+
+1. the padded input (C, Hp, Wp) is copied once as its overlapping tiles
+   D (a, a, C, tiles), a = m + 2;
+2. ``V = B^T D B``: one GEMM over the tile rows (K = a), one batched over the columns;
+3. ``Mo[f] = U[f] @ V[f]`` for the a*a positions (numpy loops the BLAS calls in C);
+4. ``Y = A^T Mo A``: the row transform, then the column transform with the result
+   laid out (m rows, M, tiles, m columns), so the last copy into Y (with the bias
+   added on the way) moves whole output rows.
+
+U = G g G^T, (a*a, M, C), is made once per weight (``weights``), in float64.  The
+transforms' points are 0, +-1, +-2 and infinity: m = 4 keeps float32 results within
+about 1e-5 of the largest output (m = 2 within 5e-7).  The tile size per shape is
+``choose_tile``'s, from a per-shape sweep of this kernel against the GEMM modes.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from aircc.executor.kernels._common import align, carve, pad_into
+
+#: Both operand channel counts at least this: the transforms cost per element of the
+#: input and output, the GEMMs they save per element times the channel count (64 -> 64
+#: and 64 -> 96 at 14 x 14: 1.19-1.26 of the per-tap or im2col GEMMs' time).
+MIN_CHANNELS = 64
+#: F(4x4, 3x3) when the output has at least this many 4 x 4 tiles (about 24 x 24):
+#: 0.46-0.95 of the GEMM modes' time on the light models' shapes (0.46 at 512 channels,
+#: 28 x 28; 0.95 at 64 channels, 224 x 224).  The GEMMs' N is the tile count: below it
+#: they run far from peak and the partial tiles' waste grows.
+F4_MIN_TILES = 36
+#: F(2x2, 3x3) on smaller outputs (14 x 14 down to 7 x 7) when both channel counts are
+#: at least this and there are at least ``F2_MIN_TILES`` 2 x 2 tiles: 0.62-0.92 there.
+F2_MIN_CHANNELS = 96
+F2_MIN_TILES = 16
+
+
+def _tiles(out_sp, m: int) -> int:
+    return -(-int(out_sp[0]) // m) * -(-int(out_sp[1]) // m)
+
+
+def choose_tile(c: int, m: int, g: int, kernel, strides, dilations, out_sp, dtype) -> int:
+    """The Winograd output tile (4 or 2) for a 2-D conv of these parameters, or 0 when
+    the conv is not a 3x3 stride-1 undilated ungrouped float conv worth it."""
+    if (g != 1 or list(kernel) != [3, 3] or list(strides) != [1, 1]
+            or list(dilations) != [1, 1] or np.dtype(dtype) not in (np.float32, np.float64)
+            or min(c, m) < MIN_CHANNELS):
+        return 0
+    if _tiles(out_sp, 4) >= F4_MIN_TILES:
+        return 4
+    if min(c, m) >= F2_MIN_CHANNELS and _tiles(out_sp, 2) >= F2_MIN_TILES:
+        return 2
+    return 0
+
+
+@functools.lru_cache(maxsize=None)
+def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B^T, G, A^T) of F(m, 3) in float64, points 0, +-1, (+-2), infinity."""
+    if m == 2:
+        bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+        g = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]
+        at = [[1, 1, 1, 0], [0, 1, -1, -1]]
+    elif m == 4:
+        bt = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+              [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+        g = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+             [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+        at = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
+    else:
+        raise ValueError(f"Winograd F({m}, 3) is not implemented (tiles 2 and 4 are)")
+    return tuple(np.array(v, np.float64) for v in (bt, g, at))
+
+
+@functools.lru_cache(maxsize=None)
+def _transforms(m: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(B^T, A^T) of F(m, 3) in ``dtype``, made once."""
+    bt, _, at = matrices(m)
+    return bt.astype(dtype), at.astype(dtype)
+
+
+def weights(w: np.ndarray, m: int) -> np.ndarray:
+    """U = G w G^T for ONNX-layout weights (M, C, 3, 3), as (a*a, M, C) in w's dtype."""
+    _, g, _ = matrices(m)
+    a = m + 2
+    n_out, c = w.shape[:2]
+    u = np.einsum("ik,mckl,jl->ijmc", g, w.astype(np.float64), g, optimize=True)
+    return np.ascontiguousarray(u.reshape(a * a, n_out, c), dtype=w.dtype)
+
+
+def geometry(c: int, m_out: int, in_sp, out_sp, m: int, itemsize: int) -> dict:
+    """Tile counts and workspace layout of one image: the padded input, two buffers
+    for the transforms (each reused twice) and the GEMMs' products."""
+    a = m + 2
+    th, tw = -(-int(out_sp[0]) // m), -(-int(out_sp[1]) // m)
+    tiles = th * tw
+    hp, wp = th * m + 2, tw * m + 2
+    first = align(max(a * a * c, m * a * m_out) * tiles * itemsize)
+    second = align(max(a * a * c, m * m * m_out) * tiles * itemsize)
+    pad_bytes = align(c * hp * wp * itemsize)
+    return dict(tile=m, th=th, tw=tw, hp=hp, wp=wp, first_off=pad_bytes,
+                second_off=pad_bytes + first, prod_off=pad_bytes + first + second,
+                workspace=pad_bytes + first + second + align(a * a * m_out * tiles * itemsize))
+
+
+def run(x: np.ndarray, u: np.ndarray, y: np.ndarray, bias, pb, t: dict, ws: np.ndarray) -> None:
+    """One image: x (C, H, W) -> y (M, Ho, Wo) = conv(x) + bias, via the tiles of ``t``
+    (``geometry``); ``pb`` is the top and left padding."""
+    m, th, tw, hp, wp = t["tile"], t["th"], t["tw"], t["hp"], t["wp"]
+    a, tiles, dt = m + 2, th * tw, x.dtype
+    c, n_out = x.shape[0], y.shape[0]
+    ho, wo = y.shape[1:]
+    bt, at = _transforms(m, dt)
+    padded = carve(ws, 0, (c, hp, wp), dt)
+    pad_into(padded, x, pb, [hp - x.shape[1] - pb[0], wp - x.shape[2] - pb[1]])
+    it = padded.itemsize
+    src = as_strided(padded, shape=(a, a, c, th, tw),
+                     strides=(wp * it, it, hp * wp * it, m * wp * it, m * it), writeable=False)
+    first = carve(ws, t["first_off"], (a, a, c, th, tw), dt)
+    second = carve(ws, t["second_off"], (a, a, c * tiles), dt)
+    np.copyto(first, src)
+    np.matmul(bt, first.reshape(a, a * c * tiles), out=second.reshape(a, a * c * tiles))
+    v = first.reshape(a, a, c * tiles)
+    np.matmul(bt, second, out=v)
+    prod = carve(ws, t["prod_off"], (a * a, n_out, tiles), dt)
+    np.matmul(u, v.reshape(a * a, c, tiles), out=prod)
+    rows = carve(ws, t["first_off"], (m, a, n_out * tiles), dt)
+    np.matmul(at, prod.reshape(a, a * n_out * tiles), out=rows.reshape(m, a * n_out * tiles))
+    out = carve(ws, t["second_off"], (m, n_out * tiles, m), dt)
+    np.matmul(rows.transpose(0, 2, 1), at.T, out=out)
+    # out[r, M, i, j, s] is y[M, i*m + r, j*m + s]: (M, i, r, j*m + s) views
+    res = out.reshape(m, n_out, th, tw * m).transpose(1, 2, 0, 3)
+    full = ho // m
+    b4 = None if bias is None else bias.reshape(n_out, 1, 1, 1)
+    if full:
+        _store(res[:, :full, :, :wo], y[:, :full * m].reshape(n_out, full, m, wo), b4)
+    if ho > full * m:
+        _store(res[:, full, :ho - full * m, :wo], y[:, full * m:],
+               None if b4 is None else b4[..., 0])
+
+
+def _store(src: np.ndarray, dst: np.ndarray, bias) -> None:
+    if bias is None:
+        np.copyto(dst, src)
+    else:
+        np.add(src, bias, out=dst)
