@@ -88,13 +88,24 @@ def _transforms(m: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     return bt.astype(dtype), at.astype(dtype)
 
 
+#: Weight rows (output x input channel pairs) transformed per block: each block's
+#: product stays in cache until it is stored transposed (512 x 512 weights in 11 ms,
+#: against 60-150 ms for one GEMM over all of them or an einsum).
+WEIGHT_BLOCK = 8192
+
+
 def weights(w: np.ndarray, m: int) -> np.ndarray:
-    """U = G w G^T for ONNX-layout weights (M, C, 3, 3), as (a*a, M, C) in w's dtype."""
+    """U = G w G^T for ONNX-layout weights (M, C, 3, 3), as (a*a, M, C) in w's dtype:
+    per block of (M, C) pairs, their taps (pairs x 9) times kron(G, G)^T, in float64."""
     _, g, _ = matrices(m)
     a = m + 2
     n_out, c = w.shape[:2]
-    u = np.einsum("ik,mckl,jl->ijmc", g, w.astype(np.float64), g, optimize=True)
-    return np.ascontiguousarray(u.reshape(a * a, n_out, c), dtype=w.dtype)
+    taps = w.reshape(n_out * c, 9)
+    k = np.ascontiguousarray(np.kron(g, g).T)
+    u = np.empty((a * a, n_out * c), w.dtype)
+    for s in range(0, n_out * c, WEIGHT_BLOCK):
+        u[:, s:s + WEIGHT_BLOCK] = (taps[s:s + WEIGHT_BLOCK].astype(np.float64) @ k).T
+    return u.reshape(a * a, n_out, c)
 
 
 def geometry(c: int, m_out: int, in_sp, out_sp, m: int, itemsize: int) -> dict:
