@@ -131,6 +131,28 @@ def test_exact_feeds_take_the_short_path_and_everything_else_the_checked_one(mlp
     model.close()
 
 
+def test_a_loaded_model_is_a_context_manager_that_closes_on_any_exit(mlp_om):
+    """``with aircc.load(...) as m`` frees the model's device memory and streams when the
+    block ends, normally or by an error, for static and dynamic models alike."""
+    dev = VirtualDevice(256 << 20)
+    x = np.load(f"{SAMPLES}/mlp_input.npy")
+    with aircc.load(mlp_om, device=dev) as model:
+        assert model.run({"input": x})["probs"].shape == (4, 10)
+        assert dev.memory.used > 0 and model.streams
+    assert dev.memory.used == 0 and not model.streams
+    with pytest.raises(InputError):
+        with aircc.load(mlp_om, device=dev) as model:
+            model.run({"input": x[:2]})
+    assert dev.memory.used == 0
+    dynamic = aircc.compile(diamond(), mode="dynamic")
+    with aircc.load(dynamic.om, device=dev) as model:
+        assert type(model).__name__ == "DynamicModel"
+        got = model.run({"x": np.ones((2, 4), np.float32)})["y"]
+        assert got.shape == (2, 4)
+    assert dev.memory.used == 0 and not model.streams
+    dev.close()
+
+
 def test_out_of_memory_at_load_names_bytes_and_loses_nothing(mlp_om):
     small = VirtualDevice(64 << 10)
     with pytest.raises(DeviceOutOfMemoryError, match="bytes are available"):

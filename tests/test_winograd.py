@@ -143,9 +143,6 @@ def test_compiled_model_keeps_onnx_layout_and_matches_onnxruntime():
     assert sorted(tiles) == [2, 4]
     x = rand(1, 64, 28, 28)
     expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    loaded = aircc.load(compiled.om)
-    try:
+    with aircc.load(compiled.om) as loaded:
         got = loaded.run({"x": x})["y"]
-    finally:
-        loaded.close()
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

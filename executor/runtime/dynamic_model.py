@@ -26,6 +26,7 @@ from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
 
 from .feeds import check_feeds, select_outputs
+from .loaded import LoadedModel
 
 
 @dataclass
@@ -55,7 +56,7 @@ def runtime_core_number(option: int | None) -> int:
     return value
 
 
-class DynamicModel:
+class DynamicModel(LoadedModel):
     """A loaded dynamic model bound to one device."""
 
     def __init__(self, om: OmFile, device: VirtualDevice, *, runtime_core_number: int | None = None,

@@ -17,9 +17,10 @@ from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
 
 from .feeds import check_feeds, exact_feeds, select_outputs
+from .loaded import LoadedModel
 
 
-class StaticModel:
+class StaticModel(LoadedModel):
     """A loaded static model (or gear model), bound to one device.
 
     A gear model (``--dynamic-batch``) holds one program per batch size; they
