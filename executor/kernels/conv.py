@@ -200,7 +200,7 @@ class Conv:
                                                  types[0].dtype)
         if tile:
             t.update(mode="winograd", pb=[int(p) for p in pb],
-                     **winograd.geometry(c, m, in_sp, out_sp, tile, item))
+                     **winograd.geometry(c, m, out_sp, tile, item))
             return t
         if nsp == 2 and not depthwise and (packed or prod(kernel) == 1):
             plan = phase_plan(in_sp, out_sp, kernel, strides, dilations, pb)

@@ -108,7 +108,7 @@ def weights(w: np.ndarray, m: int) -> np.ndarray:
     return u.reshape(a * a, n_out, c)
 
 
-def geometry(c: int, m_out: int, in_sp, out_sp, m: int, itemsize: int) -> dict:
+def geometry(c: int, m_out: int, out_sp, m: int, itemsize: int) -> dict:
     """Tile counts and workspace layout of one image: the padded input, two buffers
     for the transforms (each reused twice) and the GEMMs' products."""
     a = m + 2
