@@ -160,9 +160,10 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
         steady.append(model.last_host_seconds)
     stats = model.run_stats()
     if stats["mode"] == "static":
-        peak = stats["arena_bytes"] + stats["weights_bytes"]
+        peak = stats["arena_bytes"] + stats["weights_bytes"] + stats["prepared_bytes"]
     else:
-        peak = stats["peak_allocated_bytes"] + sum(w.nbytes for w in compiled.om.weights.values())
+        peak = (stats["peak_allocated_bytes"] + stats["prepared_bytes"]
+                + sum(w.nbytes for w in compiled.om.weights.values()))
     result = {
         "model": entry["name"], "mode": compiled.report["mode"],
         "kernels": compiled.report["kernels"], "streams": compiled.report["streams"],

@@ -155,13 +155,15 @@ def format_stats(s: dict) -> str:
             f"d2h syncs            {s['d2h_syncs']}",
             f"allocator peaks      {s['peak_allocated_bytes']} bytes allocated, "
             f"{s['peak_reserved_bytes']} bytes reserved",
+            f"prepared weights     {s['prepared_bytes']} bytes",
             "host time per op (us, InferShape + Tiling + Alloc + Launch):",
         ]
         lines += [f"  {op:<24} {us:>10.1f}" for op, us in s["host_us_per_op"].items()]
     else:
         lines += [f"host submissions     {s['host_submissions']} ({s['submissions_per_run']:.2f} per run)",
                   f"streams              {s['streams']}, events {s['events']}",
-                  f"arena                {s['arena_bytes']} bytes, weights {s['weights_bytes']} bytes"]
+                  f"arena                {s['arena_bytes']} bytes, weights {s['weights_bytes']} bytes, "
+                  f"prepared weights {s['prepared_bytes']} bytes"]
         if s.get("gears"):
             lines.append(f"gears                {s['gears']}")
     return "\n".join(lines)

@@ -135,9 +135,9 @@ def test_device_binds_through_prepare_only_when_told_the_operands_stay():
     seen = []
     original = spec.prepare
 
-    def spy(*args):
+    def spy(*args, **kwargs):
         seen.append(args[-1])
-        return original(*args)
+        return original(*args, **kwargs)
 
     spec.prepare = spy
     try:

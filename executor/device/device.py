@@ -189,15 +189,18 @@ class VirtualDevice:
         run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
 
-    def engine_call(self, spec, ins, outs, attrs, tiling, ws, constant=None) -> Callable[[], None]:
+    def engine_call(self, spec, ins, outs, attrs, tiling, ws, constant=None,
+                    prepared=None) -> Callable[[], None]:
         """``spec``'s kernel bound to its operands, on the engine the spec names.
 
         ``constant`` (one flag per input: a weight, fixed for the model's life) says the
         operands stay bound as they are for many runs: the spec's ``prepare`` then works
-        out what it can once (without it, or when it declines, the kernel runs as is)."""
+        out what it can once (without it, or when it declines, the kernel runs as is),
+        keeping what it derives from weights in ``prepared`` (the model's
+        :class:`~aircc.executor.device.prepared.PreparedConstants`)."""
         call = bound = None
         if constant is not None and spec.prepare is not None:
-            bound = spec.prepare(ins, outs, attrs, tiling, ws, constant)
+            bound = spec.prepare(ins, outs, attrs, tiling, ws, constant, prepared=prepared)
         if bound is not None:
             def call():                  # a task returns None (a control task, a jump)
                 bound()

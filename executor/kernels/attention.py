@@ -78,7 +78,7 @@ class Attention:
         return {"workspace": offsets[-1], "e_shape": list(e_shape), "offsets": offsets}
 
     @staticmethod
-    def prepare(ins, outs, attrs, tiling, ws, constant):
+    def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
         x, w, bias = ins[0], ins[1], ins[2]
         if not tiling or ws is None or ws.nbytes < tiling["offsets"][-1] or not x.flags.c_contiguous:
             return None

@@ -96,7 +96,8 @@ def _register_binary(name, since, fn, result, same_types) -> None:
     def kernel(ins, outs, attrs, tiling, ws, fn=fn):
         fn(ins[0], ins[1], outs[0], attrs)
 
-    def prepare(ins, outs, attrs, tiling, ws, constant, ufunc=UFUNCS.get(name)):
+    def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None,
+                ufunc=UFUNCS.get(name)):
         """One ufunc call; a small constant operand made full-shape once (numpy's
         broadcasting iterator costs more than such an add)."""
         a, b, y = ins[0], ins[1], outs[0]

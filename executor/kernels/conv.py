@@ -35,6 +35,7 @@ from aircc.executor.kernels._common import (
     pad_into_phases,
     phase_bytes, phase_plan, prod, relu, view, window_attrs, window_geometry, window_out_dims,
     workspace)
+from aircc.executor.device.prepared import prepared_array
 from aircc.executor.kernels import winograd
 from aircc.executor.kernels.blas import gemm
 from aircc.executor.kernels.registry import InferContext, op
@@ -260,23 +261,32 @@ class Conv:
         return t
 
     @staticmethod
-    def prepare(ins, outs, attrs, tiling, ws, constant):
+    def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
         """The wide, stacked and Winograd modes with constant weights (and bias): their
-        GEMM operand made once."""
+        GEMM operand made once, in device memory (``prepared``) when it is not a view
+        of the weights."""
         if not tiling or tiling.get("mode") not in ("wide", "stacked", "winograd") \
                 or not constant[1]:
             return None
+        w = ins[1]
         if tiling["mode"] == "winograd":
-            u = winograd.weights(Conv.onnx_weights(ins[1], attrs), tiling["tile"])
+            m, wo = tiling["tile"], Conv.onnx_weights(w, attrs)
+            u = prepared_array(prepared, ("winograd", m, w.ctypes.data, w.shape, w.dtype.str),
+                               winograd.weights_shape(wo.shape, m), w.dtype,
+                               lambda out: winograd.weights(wo, m, out))
             return lambda: Conv._winograd(ins, outs, attrs, tiling, ws, u)
         if len(ins) > 2 and ins[2] is not None and not constant[2]:
             return None
         b = ins[2] if len(ins) > 2 else None
+        make = Conv.stacked_weights if tiling["mode"] == "stacked" else Conv.wide_weights
+        operand = make(w, b, tiling)
+        if not np.shares_memory(operand, w):   # a new array (the bias as a column): on the device
+            key = (tiling["mode"], w.ctypes.data, w.shape, w.dtype.str, b.ctypes.data, operand.shape)
+            operand = prepared_array(prepared, key, operand.shape, operand.dtype,
+                                     lambda out, src=operand: np.copyto(out, src))
         if tiling["mode"] == "stacked":
-            wst = Conv.stacked_weights(ins[1], b, tiling)
-            return lambda: Conv._stacked(ins, outs, attrs, tiling, ws, wst)
-        w3 = Conv.wide_weights(ins[1], b, tiling)
-        return lambda: Conv._run_with_epilogue(ins, outs, attrs, tiling, ws, w3)
+            return lambda: Conv._stacked(ins, outs, attrs, tiling, ws, operand)
+        return lambda: Conv._run_with_epilogue(ins, outs, attrs, tiling, ws, operand)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:

@@ -83,7 +83,7 @@ class Gelu:
         return {"workspace": min(prod(types[0].shape), _ERF_CHUNK) * 4}
 
     @staticmethod
-    def prepare(ins, outs, attrs, tiling, ws, constant):
+    def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
         x, y = ins[0], outs[0]
         if x.dtype != np.float32 or y.dtype != np.float32 or attrs.get("approximate", "none") == "tanh" \
                 or not x.flags.c_contiguous or not y.flags.c_contiguous or ws is None \

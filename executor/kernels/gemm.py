@@ -59,7 +59,7 @@ class MatMul:
         return [TensorType(at.dtype, permuted_shape(ctx, tuple(out), ctx.attrs.get("perm_y"), "perm_y"))]
 
     @staticmethod
-    def prepare(ins, outs, attrs, tiling, ws, constant):
+    def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
         a, b, y = permuted_views(attrs, ins[0], ins[1], outs[0])
         full = y
         if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:

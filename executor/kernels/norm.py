@@ -224,7 +224,7 @@ class LayerNormalization:
         return {"workspace": _layernorm_ws(rows, cols)} if 0 < cols <= GEMM_STATS_MAX else {}
 
     @staticmethod
-    def prepare(ins, outs, attrs, tiling, ws, constant):
+    def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
         return _bound_layernorm(ins, outs, attrs, ws, constant)
 
     @staticmethod

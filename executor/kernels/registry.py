@@ -90,11 +90,13 @@ class OpSpec:
     tiling: Callable[[list[TensorType], dict], dict] | None = None
     """``tiling(input_types, attrs) -> dict``; may set ``workspace`` (bytes)."""
     prepare: Callable[..., Optional[Callable[[], None]]] | None = None
-    """``prepare(ins, outs, attrs, tiling, workspace, constant) -> run() | None``: the kernel
-    bound once to operands that stay where they are (a static task, a replayed launch),
-    with whatever follows from their shapes, strides and the values of the inputs
-    ``constant`` marks (weights) worked out ahead; ``run()`` then does only the
-    arithmetic.  None: this use is left to ``kernel``."""
+    """``prepare(ins, outs, attrs, tiling, workspace, constant, prepared=None) -> run() | None``:
+    the kernel bound once to operands that stay where they are (a static task, a replayed
+    launch), with whatever follows from their shapes, strides and the values of the
+    inputs ``constant`` marks (weights) worked out ahead; ``run()`` then does only the
+    arithmetic.  An operand derived from weights (transformed, repacked) goes in device
+    memory through ``prepared`` (a :class:`~aircc.executor.device.prepared.PreparedConstants`;
+    None: host arrays).  None: this use is left to ``kernel``."""
     value_inputs: tuple[int, ...] = ()
     """Inputs whose values (not only shapes) decide the output shapes."""
     foldable: bool = True

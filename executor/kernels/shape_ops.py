@@ -309,7 +309,7 @@ def _cast(ins, outs, attrs, tiling, ws) -> None:
         np.copyto(outs[0], ins[0], casting="unsafe")
 
 
-def _bound_cast(ins, outs, attrs, tiling, ws, constant):
+def _bound_cast(ins, outs, attrs, tiling, ws, constant, prepared=None):
     """A cast that cannot overflow or be invalid (from bool or an integer to a float, or
     to a wider float) bound as one copy: no error-state switch around it."""
     x, y = ins[0], outs[0]

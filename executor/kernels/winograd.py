@@ -94,18 +94,26 @@ def _transforms(m: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
 WEIGHT_BLOCK = 8192
 
 
-def weights(w: np.ndarray, m: int) -> np.ndarray:
-    """U = G w G^T for ONNX-layout weights (M, C, 3, 3), as (a*a, M, C) in w's dtype:
-    per block of (M, C) pairs, their taps (pairs x 9) times kron(G, G)^T, in float64."""
+def weights_shape(w_shape, m: int) -> tuple[int, int, int]:
+    """The shape of :func:`weights`' result for ONNX-layout weights of ``w_shape``."""
+    return ((m + 2) ** 2, int(w_shape[0]), int(w_shape[1]))
+
+
+def weights(w: np.ndarray, m: int, out: np.ndarray | None = None) -> np.ndarray:
+    """U = G w G^T for ONNX-layout weights (M, C, 3, 3), as (a*a, M, C) in w's dtype
+    (into ``out`` when given): per block of (M, C) pairs, their taps (pairs x 9) times
+    kron(G, G)^T, in float64."""
     _, g, _ = matrices(m)
     a = m + 2
     n_out, c = w.shape[:2]
     taps = w.reshape(n_out * c, 9)
     k = np.ascontiguousarray(np.kron(g, g).T)
-    u = np.empty((a * a, n_out * c), w.dtype)
+    if out is None:
+        out = np.empty(weights_shape(w.shape, m), w.dtype)
+    u = out.reshape(a * a, n_out * c)
     for s in range(0, n_out * c, WEIGHT_BLOCK):
         u[:, s:s + WEIGHT_BLOCK] = (taps[s:s + WEIGHT_BLOCK].astype(np.float64) @ k).T
-    return u.reshape(a * a, n_out, c)
+    return out
 
 
 def geometry(c: int, m_out: int, out_sp, m: int, itemsize: int) -> dict:

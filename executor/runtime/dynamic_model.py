@@ -22,6 +22,7 @@ from aircc.compiler.ir.graph import TensorType
 from aircc.errors import DeviceOutOfMemoryError, InputError
 from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import DeviceProgram, VirtualDevice
+from aircc.executor.device.prepared import PreparedConstants
 from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
 
@@ -77,6 +78,8 @@ class DynamicModel(LoadedModel):
         self.host_values = dict(om.weights)            # constants, readable on the host
         self._weights_base = None
         self._allocate_weights()
+        self.prepared = PreparedConstants(device.memory, f"model '{self.description.get('name', 'model')}'")
+        """What kernels derive from the weights (``prepare``), shared by every shape's run."""
         if not hasattr(device, "caching_allocator"):
             device.caching_allocator = CachingAllocator(device.memory)
         self.allocator: CachingAllocator = device.caching_allocator
@@ -239,6 +242,7 @@ class DynamicModel(LoadedModel):
                                         + [p["peak_allocated_bytes"] for p in pools]),
             "peak_reserved_bytes": alloc["peak_reserved_bytes"] + sum(p["reserved_bytes"] for p in pools),
             "allocator": alloc,
+            "prepared_bytes": self.prepared.nbytes,
         }
 
     def close(self) -> None:
@@ -246,6 +250,7 @@ class DynamicModel(LoadedModel):
         for s in self.streams:
             self.device.destroy_stream(s)
         self.streams = []
+        self.prepared.release()
         if self._weights_base is not None:
             self.device.memory.free(self._weights_base)
             self._weights_base = None

@@ -218,7 +218,12 @@ class RunState:
                for j, i in enumerate(node["inputs"])]
         outs = [self.views[o] if o else None for o in node["outputs"]]
         ws = self.views.pop(f"#ws{k}", None)
-        call = self.m.device.engine_call(spec, ins, outs, node["attrs"], self.tilings[k], ws)
+        constant = None
+        if self.capture is not None:     # kept for replays: bound once (spec.prepare)
+            weights = self.m.om.weights
+            constant = [bool(i) and i in weights for i in node["inputs"]]
+        call = self.m.device.engine_call(spec, ins, outs, node["attrs"], self.tilings[k], ws,
+                                         constant, self.m.prepared)
         stream = self.m.streams[kernel["stream"]]
 
         def task(state=self):
@@ -229,11 +234,8 @@ class RunState:
             except BaseException as e:  # name the node and op
                 state.fail(KernelError(node["name"], node["op"], e))
         stream.submit(task)
-        if self.capture is not None:     # replays run it bound once (spec.prepare)
-            weights = self.m.om.weights
-            bound = self.m.device.engine_call(spec, ins, outs, node["attrs"], self.tilings[k], ws,
-                                              [bool(i) and i in weights for i in node["inputs"]])
-            self.capture.append((kernel["stream"], lambda run: bound(),
+        if self.capture is not None:
+            self.capture.append((kernel["stream"], lambda run: call(),
                                  {"kind": "kernel", "node": node["name"], "op": node["op"]}))
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])

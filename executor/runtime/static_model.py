@@ -2,7 +2,10 @@
 
 Load: reserve the weights region and the activation arena in device memory,
 copy the weights in, create the model's streams and events, and bind every
-task to numpy views of its device addresses.  Run: check the feeds, then one
+task to numpy views of its device addresses (operands a kernel derives from the
+weights, such as Winograd-domain weights, are made then, in device memory too).
+A load that fails (the device's memory is full, the file names a task it cannot
+bind) gives back everything it took.  Run: check the feeds, then one
 submission to the device, which walks the per-stream task lists itself.
 """
 from __future__ import annotations
@@ -13,6 +16,7 @@ import numpy as np
 
 from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
 from aircc.executor.device.device import DeviceProgram, VirtualDevice
+from aircc.executor.device.prepared import PreparedConstants
 from aircc.executor.kernels.registry import lookup
 from aircc.formats import OmFile
 
@@ -66,14 +70,19 @@ class StaticModel(LoadedModel):
                 np.copyto(mem.view(self.weights_base + w["offset"], src.dtype, src.shape), src)
                 copied.add(w["offset"])
         self.events = device.create_events(max(p["tasks"]["events"] for p in self.plans))
+        self.prepared = PreparedConstants(mem, f"model '{name}'")
         self.streams = [device.create_stream()
                         for _ in range(max(p["tasks"]["streams"] for p in self.plans))]
         self.programs = {}
-        for plan in self.plans:
-            tiling = plan["tiling"]["entries"]
-            lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan["tasks"]["lists"]]
-            self.programs[plan["batch"]] = (plan, DeviceProgram(self.streams[:len(lists)],
-                                                                self.events, lists))
+        try:
+            for plan in self.plans:
+                tiling = plan["tiling"]["entries"]
+                lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan["tasks"]["lists"]]
+                self.programs[plan["batch"]] = (plan, DeviceProgram(self.streams[:len(lists)],
+                                                                    self.events, lists))
+        except BaseException:
+            self.close()
+            raise
         self.program = self.programs[self.plans[-1]["batch"]][1]
         self._fast = self._fast_path()
         self.runs = self.submissions = 0
@@ -113,7 +122,7 @@ class StaticModel(LoadedModel):
                 ws = self.device.memory.data[base:base + ws_desc["size"]]
             constant = [o is not None and o["mem"] == "weights" for o in task["inputs"]]
             call = self.device.engine_call(spec, ins, outs, task["attrs"], tiling[task["tiling"]], ws,
-                                           constant)
+                                           constant, self.prepared)
             return lambda run: call()
         if kind == "memcpy_h2d":
             dst, b = self._view(task["dst"]), task["binding"]
@@ -227,10 +236,13 @@ class StaticModel(LoadedModel):
                 "submissions_per_run": self.submissions / max(1, self.runs),
                 "streams": len(self.streams), "events": len(self.events),
                 "arena_bytes": max(p["memory_plan"]["arena_bytes"] for p in self.plans),
-                "weights_bytes": plan["memory_plan"]["weights_bytes"], "gears": self.gears}
+                "weights_bytes": plan["memory_plan"]["weights_bytes"],
+                "prepared_bytes": self.prepared.nbytes, "gears": self.gears}
 
     # ---------------------------------------------------------------- unload
     def _release(self) -> None:
+        if hasattr(self, "prepared"):
+            self.prepared.release()
         for off in self._allocations:
             self.device.memory.free(off)
         self._allocations.clear()
