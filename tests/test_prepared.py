@@ -133,3 +133,21 @@ def test_prepared_constants_allocate_once_per_key_and_give_everything_back():
     assert mem.used == 0 and store.nbytes == 0 and used > 0
     host = prepared_array(None, "any", (2, 2), np.float32, fill)    # no store: a host array
     assert not np.shares_memory(host, mem.data) and (host == 3).all()
+
+
+def test_dynamic_mode_out_of_memory_for_prepared_weights_fails_the_run_not_the_model():
+    m = conv_model(shape=[1, 64, "h", "w"])
+    compiled = aircc.compile(m)
+    probe = aircc.VirtualDevice(64 << 20)
+    with aircc.load(compiled.om, device=probe) as loaded:
+        loaded.run({"x": rand(1, 64, 28, 28)})
+        need, prepared = probe.memory.peak_used, loaded.run_stats()["prepared_bytes"]
+    dev = aircc.VirtualDevice(need - prepared // 2)
+    with aircc.load(compiled.om, device=dev) as loaded:
+        for _ in range(2):
+            with pytest.raises(DeviceOutOfMemoryError, match="prepared weights of model"):
+                loaded.run({"x": rand(1, 64, 28, 28)})
+        x = rand(1, 64, 8, 8)       # too small for the Winograd mode: runs
+        np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(m, x), rtol=1e-4, atol=1e-4)
+        assert loaded.run_stats()["prepared_bytes"] < prepared
+    assert dev.memory.used == 0
