@@ -60,19 +60,11 @@ def machine() -> dict:
 
 
 def blas_kernels() -> str:
-    """The kernel set numpy's OpenBLAS runs (it picks one per CPU at load, unless
-    OPENBLAS_CORETYPE names one), e.g. "Haswell" (AVX2) or "SkylakeX" (AVX-512)."""
-    import ctypes
+    """The kernel set numpy's OpenBLAS runs, and OPENBLAS_CORETYPE when it forces one."""
+    from aircc.executor.kernels.blas import core_name
 
-    from aircc.executor.kernels.blas import numpy_blas_handle
-
-    for sym in ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"):
-        fn = getattr(numpy_blas_handle(), sym, None)
-        if fn is not None:
-            fn.restype = ctypes.c_char_p
-            forced = os.environ.get("OPENBLAS_CORETYPE")
-            return fn().decode() + (f" (OPENBLAS_CORETYPE={forced})" if forced else "")
-    return "unknown"
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    return core_name() + (f" (OPENBLAS_CORETYPE={forced})" if forced else "")
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:

@@ -64,6 +64,39 @@ def test_only_tiles_two_and_four_exist():
 ])
 def test_tile_choice(c, m, g, kernel, strides, dilations, out, dtype, tile):
     assert winograd.choose_tile(c, m, g, kernel, strides, dilations, out, dtype) == tile
+    assert winograd.choose_tile(c, m, g, kernel, strides, dilations, out, dtype,
+                                winograd.THRESHOLDS["avx2"]) == tile   # what the tests run with
+
+
+@pytest.mark.parametrize("c,m,out,tile", [
+    (64, 64, [56, 56], 4),
+    (512, 512, [28, 28], 4),
+    (64, 64, [224, 224], 0),      # big planes: the transforms leave the caches
+    (128, 128, [112, 112], 0),
+    (256, 256, [14, 14], 2),
+    (112, 224, [13, 13], 2),      # C M / (C + M) = 75
+    (128, 128, [14, 14], 0),      # 64: too little GEMM work saved per element
+    (512, 512, [7, 7], 0),        # 16 2x2 tiles
+])
+def test_tile_choice_against_avx512_gemms(c, m, out, tile):
+    limits = winograd.THRESHOLDS["avx512"]
+    assert winograd.choose_tile(c, m, 1, [3, 3], [1, 1], [1, 1], out, np.float32, limits) == tile
+
+
+def test_thresholds_follow_the_blas_or_the_environment(monkeypatch):
+    from aircc.executor.kernels.blas import core_name, vector_class
+
+    assert vector_class("SkylakeX") == vector_class("cooperlake") == "avx512"
+    assert vector_class("Haswell") == vector_class("unknown") == "avx2"
+    assert isinstance(core_name(), str) and core_name()
+    monkeypatch.setenv("AIRCC_VECTOR_CLASS", "avx512")
+    assert winograd.thresholds() is winograd.THRESHOLDS["avx512"]
+    assert winograd.choose_tile(64, 64, 1, [3, 3], [1, 1], [1, 1], [224, 224], np.float32) == 0
+    monkeypatch.setenv("AIRCC_VECTOR_CLASS", "sse")
+    with pytest.raises(ValueError, match="AIRCC_VECTOR_CLASS='sse'.*known: avx2, avx512"):
+        winograd.thresholds()
+    monkeypatch.delenv("AIRCC_VECTOR_CLASS")
+    assert winograd.thresholds() is winograd.THRESHOLDS[vector_class(core_name())]
 
 
 CASES = [  # (x shape, M, pads, tile the shape gets)

@@ -133,3 +133,27 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, *, alpha: float = 1.0, bet
 
 NATIVE = bool(_GEMM)
 """True when :func:`gemm` calls numpy's CBLAS, False when it computes with numpy."""
+
+#: OpenBLAS kernel sets that run 512-bit vectors (OpenBLAS picks one per CPU when it
+#: loads, unless ``OPENBLAS_CORETYPE`` names one).
+AVX512_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+
+
+def core_name() -> str:
+    """The kernel set numpy's OpenBLAS runs, e.g. "Haswell" (AVX2) or "SkylakeX"
+    (AVX-512); "unknown" for another BLAS."""
+    try:
+        handle = numpy_blas_handle()
+    except (OSError, ImportError):
+        return "unknown"
+    for sym in ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename"):
+        fn = getattr(handle, sym, None)
+        if fn is not None:
+            fn.restype = ctypes.c_char_p
+            return fn().decode()
+    return "unknown"
+
+
+def vector_class(core: str) -> str:
+    """"avx512" for an OpenBLAS kernel set of 512-bit vectors, else "avx2"."""
+    return "avx512" if core.lower() in AVX512_CORES else "avx2"

@@ -19,46 +19,96 @@ elementwise Python loop:
 U = G g G^T, (a*a, M, C), is made once per weight (``weights``), in float64.  The
 transforms' points are 0, +-1, +-2 and infinity: m = 4 keeps float32 results within
 about 1e-5 of the largest output (m = 2 within 5e-7).  The tile size per shape is
-``choose_tile``'s, from a per-shape sweep of this kernel against the GEMM modes.
+``choose_tile``'s, from per-shape sweeps of this kernel against the GEMM modes, one set
+of thresholds per class of BLAS kernels (AVX2, AVX-512): the compiler decides, so a
+.om carries the choice made for the BLAS of the machine that compiled it.
 """
 from __future__ import annotations
 
 import functools
+import os
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from aircc.executor.kernels._common import align, carve, pad_into
+from aircc.executor.kernels.blas import core_name, vector_class
 
-#: Both operand channel counts at least this: the transforms cost per element of the
-#: input and output, the GEMMs they save per element times the channel count (64 -> 64
-#: and 64 -> 96 at 14 x 14: 1.19-1.26 of the per-tap or im2col GEMMs' time).
-MIN_CHANNELS = 64
-#: F(4x4, 3x3) when the output has at least this many 4 x 4 tiles (about 24 x 24):
-#: 0.46-0.95 of the GEMM modes' time on the light models' shapes (0.46 at 512 channels,
-#: 28 x 28; 0.95 at 64 channels, 224 x 224).  The GEMMs' N is the tile count: below it
-#: they run far from peak and the partial tiles' waste grows.
-F4_MIN_TILES = 36
-#: F(2x2, 3x3) on smaller outputs (14 x 14 down to 7 x 7) when both channel counts are
-#: at least this and there are at least ``F2_MIN_TILES`` 2 x 2 tiles: 0.62-0.92 there.
-F2_MIN_CHANNELS = 96
-F2_MIN_TILES = 16
+@dataclass(frozen=True)
+class Thresholds:
+    """Which 3x3 stride-1 convs the Winograd mode takes, for one class of BLAS kernels.
+
+    The transforms cost per element of the input and output and are memory-bound; the
+    GEMM work they save costs what the BLAS's GEMM costs.  Found by per-shape sweeps of
+    this kernel against the GEMM modes on the light models' shapes (an AMD EPYC)."""
+
+    min_channels: int
+    """Both operand channel counts at least this."""
+    f4_min_tiles: int
+    """F(4x4, 3x3) when the output has at least this many 4 x 4 tiles: below, the
+    GEMMs' N (the tile count) runs far from peak and partial tiles waste more."""
+    f4_max_tiles: int | None
+    """... and at most this many (None: no limit): on bigger planes the transforms'
+    passes leave the caches."""
+    f2_min_channels: int
+    """F(2x2, 3x3) on smaller outputs when both channel counts are at least this, ..."""
+    f2_min_reduced: float
+    """... C M / (C + M) at least this (GEMM work saved per element transformed), ..."""
+    f2_min_tiles: int
+    """... and the output has at least this many 2 x 2 tiles."""
+
+
+THRESHOLDS = {
+    # AVX2 GEMMs (about 265 GFLOP/s on 2 cores here): F4 0.46-0.95 of the GEMM modes'
+    # time (0.46 at 512 channels, 28 x 28; 0.95 at 64 channels, 224 x 224); F2 0.62-0.92
+    # from 14 x 14 down to 7 x 7; 64 -> 64 and 64 -> 96 at 14 x 14 lose (1.19-1.26).
+    "avx2": Thresholds(min_channels=64, f4_min_tiles=36, f4_max_tiles=None,
+                       f2_min_channels=96, f2_min_reduced=0, f2_min_tiles=16),
+    # AVX-512 GEMMs (about 480 GFLOP/s): the same transforms against GEMMs twice as
+    # fast.  F4 still 0.58-0.97 up to 56 x 56 but 1.04-1.37 at 112 x 112 and 224 x 224;
+    # F2 0.76-0.92 at 13-14 with C M / (C + M) >= 74, 1.05-1.12 below 66 and at 7 x 7.
+    "avx512": Thresholds(min_channels=64, f4_min_tiles=36, f4_max_tiles=256,
+                         f2_min_channels=96, f2_min_reduced=70, f2_min_tiles=36),
+}
+
+
+
+def thresholds() -> Thresholds:
+    """The thresholds for the class ``$AIRCC_VECTOR_CLASS`` names ("avx2" or "avx512":
+    compiling for another machine's BLAS), else for the BLAS numpy runs."""
+    chosen = os.environ.get("AIRCC_VECTOR_CLASS") or _blas_class()
+    try:
+        return THRESHOLDS[chosen]
+    except KeyError:
+        raise ValueError(f"AIRCC_VECTOR_CLASS={chosen!r} is not a class of BLAS kernels; "
+                         f"known: {', '.join(sorted(THRESHOLDS))}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _blas_class() -> str:
+    return vector_class(core_name())
 
 
 def _tiles(out_sp, m: int) -> int:
     return -(-int(out_sp[0]) // m) * -(-int(out_sp[1]) // m)
 
 
-def choose_tile(c: int, m: int, g: int, kernel, strides, dilations, out_sp, dtype) -> int:
+def choose_tile(c: int, m: int, g: int, kernel, strides, dilations, out_sp, dtype,
+                limits: Thresholds | None = None) -> int:
     """The Winograd output tile (4 or 2) for a 2-D conv of these parameters, or 0 when
-    the conv is not a 3x3 stride-1 undilated ungrouped float conv worth it."""
+    the conv is not a 3x3 stride-1 undilated ungrouped float conv worth it (by
+    ``limits``, default :func:`thresholds`)."""
+    lim = limits or thresholds()
     if (g != 1 or list(kernel) != [3, 3] or list(strides) != [1, 1]
             or list(dilations) != [1, 1] or np.dtype(dtype) not in (np.float32, np.float64)
-            or min(c, m) < MIN_CHANNELS):
+            or min(c, m) < lim.min_channels):
         return 0
-    if _tiles(out_sp, 4) >= F4_MIN_TILES:
+    t4 = _tiles(out_sp, 4)
+    if t4 >= lim.f4_min_tiles and (lim.f4_max_tiles is None or t4 <= lim.f4_max_tiles):
         return 4
-    if min(c, m) >= F2_MIN_CHANNELS and _tiles(out_sp, 2) >= F2_MIN_TILES:
+    if (t4 < lim.f4_min_tiles and min(c, m) >= lim.f2_min_channels
+            and c * m / (c + m) >= lim.f2_min_reduced and _tiles(out_sp, 2) >= lim.f2_min_tiles):
         return 2
     return 0
 
