@@ -73,7 +73,6 @@ THRESHOLDS = {
 }
 
 
-
 def thresholds() -> Thresholds:
     """The thresholds for the class ``$AIRCC_VECTOR_CLASS`` names ("avx2" or "avx512":
     compiling for another machine's BLAS), else for the BLAS numpy runs."""

@@ -50,6 +50,7 @@ class StaticModel(LoadedModel):
         weights_bytes = max(p["memory_plan"]["weights_bytes"] for p in self.plans)
         arena_bytes = max(p["memory_plan"]["arena_bytes"] for p in self.plans)
         self._allocations: list[int] = []
+        self.prepared = PreparedConstants(mem, f"model '{name}'")
         try:
             self.weights_base = self._malloc(weights_bytes, f"weights of model '{name}'")
             self.arena_base = self._malloc(arena_bytes, f"activation arena of model '{name}'")
@@ -70,7 +71,6 @@ class StaticModel(LoadedModel):
                 np.copyto(mem.view(self.weights_base + w["offset"], src.dtype, src.shape), src)
                 copied.add(w["offset"])
         self.events = device.create_events(max(p["tasks"]["events"] for p in self.plans))
-        self.prepared = PreparedConstants(mem, f"model '{name}'")
         self.streams = [device.create_stream()
                         for _ in range(max(p["tasks"]["streams"] for p in self.plans))]
         self.programs = {}
@@ -241,8 +241,7 @@ class StaticModel(LoadedModel):
 
     # ---------------------------------------------------------------- unload
     def _release(self) -> None:
-        if hasattr(self, "prepared"):
-            self.prepared.release()
+        self.prepared.release()
         for off in self._allocations:
             self.device.memory.free(off)
         self._allocations.clear()
