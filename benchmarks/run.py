@@ -6,9 +6,11 @@
 
 For every model: compile, load, warm up, then ``rounds`` rounds (more for a fast
 model, until its rounds take ``--min-seconds``), each timing one aircc run and
-one onnxruntime run on the same inputs (alternating which goes first).  Reported: median latency of each, the ratio aircc / onnxruntime (the
-median over rounds of each round's ratio),
-peak device memory, host time per inference, compile time.  Also: compile
+one onnxruntime run on the same inputs (alternating which goes first).  Reported:
+median latency of each, the ratio aircc / onnxruntime (the median over rounds of
+each round's ratio), peak device memory, host time per inference, compile time,
+and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
+own float32 GEMM rate (``work.py``: how near the GEMM limit each runs).  Also: compile
 time against graph size (synthetic graphs) and the load time of a .om with
 90 MB of weights.  Ratios are measured in one run because the machine is
 shared and noisy; medians, not means.  Host time per inference is the host
@@ -40,6 +42,7 @@ import onnxruntime as ort
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.formats import save_om
+from work import gemm_gflops, multiply_adds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -56,6 +59,7 @@ def machine() -> dict:
     except (OSError, StopIteration):
         info["cpu"] = platform.processor()
     info["blas_kernels"] = blas_kernels()
+    info["gemm_gflops"] = round(gemm_gflops(), 1)
     return info
 
 
@@ -167,6 +171,14 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
     # each round runs both back to back: the median of the per-round ratios is the paired
     # comparison, robust to the machine slowing down for a while in the middle of the run
     result["ratio"] = statistics.median(a / b for a, b in zip(ours, theirs))
+    try:
+        macs = multiply_adds(entry["model"], {k: np.shape(v) for k, v in feeds.items()})
+    except ValueError:
+        macs = None
+    if macs:
+        result["gmacs"] = macs / 1e9
+        result["aircc_gflops"] = 2 * macs / 1e9 / (result["aircc_ms"] / 1e3)
+        result["onnxruntime_gflops"] = 2 * macs / 1e9 / (result["onnxruntime_ms"] / 1e3)
     if not key:
         model.close()
     return result
@@ -230,19 +242,22 @@ def load_time(megabytes: int = 90) -> dict:
 def markdown(results: dict) -> str:
     lines = [f"Machine: {results['machine']['cpu']}, {results['machine']['cpus']} CPUs, "
              f"Python {results['machine']['python']}, numpy {results['machine']['numpy']} "
-             f"(OpenBLAS kernels {results['machine'].get('blas_kernels', 'unknown')}), "
+             f"(OpenBLAS kernels {results['machine'].get('blas_kernels', 'unknown')}; float32 GEMM "
+             f"{results['machine'].get('gemm_gflops', 0):.0f} GFLOP/s at 1024^3), "
              f"onnxruntime {results['machine']['onnxruntime']}; at least {results['rounds']} rounds "
              f"(fast models more, until {results.get('min_seconds', 0):g} s of rounds, up to "
              f"{MAX_ROUNDS_FACTOR * results['rounds']}), medians; "
              + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
                 if results.get("device_cpus") else "nothing pinned."), "",
              "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference | host us after ort "
-             "| peak device MB | compile s |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| peak device MB | compile s | GMAC | aircc GFLOP/s | onnxruntime GFLOP/s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results["models"]:
+        rates = (f"{r['gmacs']:.3f} | {r['aircc_gflops']:.0f} | {r['onnxruntime_gflops']:.0f}"
+                 if r.get("gmacs") else "- | - | -")
         lines.append(f"| {r['model']} | {r['mode']} | {r['aircc_ms']:.2f} | {r['onnxruntime_ms']:.2f} | "
                      f"{r['ratio']:.2f} | {r['host_us_per_inference']:.0f} | {r['host_us_after_ort']:.0f} | "
-                     f"{r['peak_device_bytes'] / (1 << 20):.1f} | {r['compile_s']:.2f} |")
+                     f"{r['peak_device_bytes'] / (1 << 20):.1f} | {r['compile_s']:.2f} | {rates} |")
     if results.get("light_geomean_ratio"):
         lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
     if results.get("compile_scaling"):

@@ -20,5 +20,62 @@ def test_benchmark_quick_run_writes_json_and_table(tmp_path):
     assert row["aircc_ms"] > 0 and row["onnxruntime_ms"] > 0 and row["ratio"] > 0
     assert row["host_us_per_inference"] > 0 and row["peak_device_bytes"] > 0
     assert results["machine"]["blas_kernels"]                      # which BLAS kernels ran
+    assert results["machine"]["gemm_gflops"] > 0
+    assert row["gmacs"] > 0
+    assert abs(row["aircc_gflops"] - 2e3 * row["gmacs"] / row["aircc_ms"]) < 1e-6 * row["aircc_gflops"]
+    assert abs(row["onnxruntime_gflops"] - 2e3 * row["gmacs"] / row["onnxruntime_ms"]) < 1e-6 * row["onnxruntime_gflops"]
     table = (tmp_path / "results.md").read_text()
     assert "OpenBLAS kernels" in table and "| sample_mlp | static |" in table
+    assert "GFLOP/s at 1024^3" in table and "| onnxruntime GFLOP/s |" in table
+
+
+
+def _work():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import work
+    finally:
+        sys.path.pop(0)
+    return work
+
+
+def _counted_model():
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in
+            (("w", (8, 2, 3, 3)), ("wt", (8, 4, 2, 2)), ("m", (64, 16)), ("g", (8, 32)))]
+    init.append(numpy_helper.from_array(np.array([-1, 64], np.int64), "shape"))
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], group=2),  # 4 -> 8 channels
+        helper.make_node("ConvTranspose", ["c", "wt"], ["t"], strides=[2, 2]),    # 8 -> 4, 8 x 8
+        helper.make_node("Reshape", ["t", "shape"], ["r"]),                       # (n * 4, 64)
+        helper.make_node("MatMul", ["r", "m"], ["mm"]),                           # (n * 4, 16)
+        helper.make_node("Gemm", ["g", "mm"], ["y"], transA=1),                   # (32, 16)
+    ]
+    graph = helper.make_graph(
+        nodes, "work", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_multiply_adds_counts_conv_matmul_gemm_from_the_feeds_shapes():
+    work, model = _work(), _counted_model()
+    n = 2                                   # the Gemm's inner dimension is n * 4 = 8
+    conv = (n * 8 * 4 * 4) * (2 * 3 * 3)    # per output: its group's 2 channels x 3 x 3
+    convt = (n * 8 * 4 * 4) * (4 * 2 * 2)   # per input: 4 outputs x 2 x 2
+    matmul = (n * 4) * 64 * 16
+    gemm = 32 * (n * 4) * 16
+    assert work.multiply_adds(model, {"x": (n, 4, 4, 4)}) == conv + convt + matmul + gemm
+
+
+def test_multiply_adds_refuses_a_count_with_unknown_shapes():
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown after shape inference"):
+        _work().multiply_adds(_counted_model(), {})      # the batch left symbolic
+
+
+def test_gemm_rate_is_measured():
+    assert _work().gemm_gflops(n=128, repeats=3) > 0
