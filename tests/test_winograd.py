@@ -52,7 +52,8 @@ def test_only_tiles_two_and_four_exist():
     (64, 64, 1, [3, 3], [1, 1], [1, 1], [56, 56], np.float32, 4),    # 196 4x4 tiles
     (512, 512, 1, [3, 3], [1, 1], [1, 1], [28, 28], np.float32, 4),
     (256, 256, 1, [3, 3], [1, 1], [1, 1], [14, 14], np.float32, 2),  # 16 4x4 tiles: too few
-    (512, 512, 1, [3, 3], [1, 1], [1, 1], [7, 7], np.float64, 2),
+    (512, 512, 1, [3, 3], [1, 1], [1, 1], [12, 12], np.float64, 2),  # 36 2x2 tiles
+    (512, 512, 1, [3, 3], [1, 1], [1, 1], [7, 7], np.float32, 0),    # 16: too few
     (64, 96, 1, [3, 3], [1, 1], [1, 1], [14, 14], np.float32, 0),    # too few channels for F2
     (32, 256, 1, [3, 3], [1, 1], [1, 1], [56, 56], np.float32, 0),   # too few inputs
     (256, 256, 1, [3, 3], [1, 1], [1, 1], [6, 6], np.float32, 0),    # 9 2x2 tiles
@@ -104,7 +105,7 @@ CASES = [  # (x shape, M, pads, tile the shape gets)
     ((1, 64, 27, 30), 72, [0, 1, 2, 1], 4),       # asymmetric pads, partial tiles
     ((1, 96, 26, 25), 64, [0, 0, 0, 0], 4),       # no padding
     ((2, 128, 14, 13), 128, [1, 1, 1, 1], 2),
-    ((1, 96, 7, 7), 112, [1, 1, 1, 1], 2),         # 16 2x2 tiles, the last ones partial
+    ((1, 96, 11, 11), 112, [1, 1, 1, 1], 2),       # 36 2x2 tiles, the last ones partial
 ]
 
 

@@ -61,10 +61,14 @@ class Thresholds:
 
 THRESHOLDS = {
     # AVX2 GEMMs (about 265 GFLOP/s on 2 cores here): F4 0.46-0.95 of the GEMM modes'
-    # time (0.46 at 512 channels, 28 x 28; 0.95 at 64 channels, 224 x 224); F2 0.62-0.92
-    # from 14 x 14 down to 7 x 7; 64 -> 64 and 64 -> 96 at 14 x 14 lose (1.19-1.26).
+    # time (0.46 at 512 channels, 28 x 28; 0.95 at 64 channels, 224 x 224); F2 0.79-0.93
+    # at 13 x 13 and 14 x 14; 64 -> 64 and 64 -> 96 at 14 x 14 lose (1.19-1.26).  At 7 x 7
+    # F2 wins only with warm caches (0.62-0.92): in a network, where every layer's
+    # weights come from memory, its transformed weights (16/9 the size) make it 0.99 at
+    # 512 channels and 1.10-1.20 at 160-256 (weights and caches flushed before each
+    # call); ResNet-50 0.999 and Inception-v2 0.98 without it, A/B in one process.
     "avx2": Thresholds(min_channels=64, f4_min_tiles=36, f4_max_tiles=None,
-                       f2_min_channels=96, f2_min_reduced=0, f2_min_tiles=16),
+                       f2_min_channels=96, f2_min_reduced=0, f2_min_tiles=36),
     # AVX-512 GEMMs (about 480 GFLOP/s): the same transforms against GEMMs twice as
     # fast.  F4 still 0.58-0.97 up to 56 x 56 but 1.04-1.37 at 112 x 112 and 224 x 224;
     # F2 0.76-0.92 at 13-14 with C M / (C + M) >= 74, 1.05-1.12 below 66 and at 7 x 7.
