@@ -5,7 +5,9 @@ whole path a model takes through the compiler.
 """
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -186,9 +188,35 @@ def _finish(graph: Graph, mode: str, sections: dict, weights: dict, facts: dict,
     return CompiledModel(graph=graph, om=om, report=report)
 
 
+@contextmanager
+def cyclic_gc_paused():
+    """Pause CPython's cyclic garbage collector while compiling.
+
+    The compiler makes many small objects (nodes, types, dicts) and hardly any
+    reference cycles, and keeps most of them until it finishes.  The collector runs
+    after every so many allocations and its older generations walk the whole live
+    heap, so with it on compile time grows faster than the graph (20,000 to 40,000
+    synthetic nodes: 2.4x the time) and with it paused in proportion (2.2x).
+    Reference counting still frees everything that is dropped; cycles made meanwhile
+    are collected once the collector is back.  A collector the caller had turned off
+    stays off.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def compile_model(source, options: CompileOptions | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om."""
-    options = options or CompileOptions()
+    with cyclic_gc_paused():
+        return _compile(source, options or CompileOptions())
+
+
+def _compile(source, options: CompileOptions) -> CompiledModel:
     if options.dynamic_batch:
         from .lowering.gears import compile_gears
         return compile_gears(source, options)

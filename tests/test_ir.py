@@ -1,4 +1,4 @@
-"""The IR: import, printer, verifier."""
+"""The IR: import, printer, verifier, and the compile driver that runs them."""
 from __future__ import annotations
 
 import numpy as np
@@ -169,3 +169,36 @@ def test_parser_reports_errors_and_needs_resources_for_digests():
         parse_graph(text.rsplit("}", 1)[0], {"w": g.constants["w"]})
     with pytest.raises(IRParseError, match="unexpected character"):
         parse_graph(text.replace("float32[2]", "float32[2]$"), {"w": g.constants["w"]})
+
+
+def test_compile_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
+    import gc
+
+    from aircc.compiler import driver
+    from aircc.compiler.driver import CompileOptions, compile_model, cyclic_gc_paused
+
+    seen = []
+    real_optimize = driver.optimize
+
+    def spy(source, options):
+        seen.append(gc.isenabled())
+        return real_optimize(source, options)
+
+    monkeypatch.setattr(driver, "optimize", spy)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        compile_model(model([helper.make_node("Relu", ["x"], ["y"])],
+                            [tensor("x", [1, 4])], [tensor("y", [1, 4])]), CompileOptions())
+        assert seen == [False] and gc.isenabled()
+        gc.disable()                        # a caller's choice to keep it off stays
+        with cyclic_gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        gc.enable()
+        with pytest.raises(RuntimeError):   # restored when the compile fails too
+            with cyclic_gc_paused():
+                raise RuntimeError("boom")
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -33,6 +33,21 @@ def test_chain_on_one_stream_ping_pongs_two_buffers():
     assert all(offsets[k] != offsets[k + 1] for k in range(5))
 
 
+def test_one_stream_plan_builds_no_happens_before_closure(monkeypatch):
+    # the closure is a bitset per task (quadratic in the task count); one stream's order
+    # is its schedule, so the plan must not need it
+    import aircc.compiler.memory.planner as planner
+
+    def refuse(graph):
+        raise AssertionError("HappensBefore built for a one-stream graph")
+
+    monkeypatch.setattr(planner, "HappensBefore", refuse)
+    plan = plan_memory(_chain(6, 1024))
+    assert plan.arena_bytes == 2048 == plan.lower_bound_bytes
+    with pytest.raises(AssertionError, match="one-stream"):
+        plan_memory(_chain(4, 1024, streams=[0, 1, 0, 1]))    # two streams: it is needed
+
+
 def test_no_reuse_across_streams_without_an_event():
     # same chain but every node on its own stream and no events: nothing is ordered
     g = _chain(4, 1024, streams=[0, 1, 2, 3])

@@ -64,5 +64,5 @@ def heaviest_antichain(buffers, hb: HappensBefore) -> int:
     return total - (nx.maximum_flow_value(net, "t", "s") if n else 0)
 
 
-def lower_bound(buffers, hb: HappensBefore, streams: int) -> int:
+def lower_bound(buffers, hb: HappensBefore | None, streams: int) -> int:
     return peak_live_bytes(buffers) if streams <= 1 else heaviest_antichain(buffers, hb)

@@ -156,7 +156,7 @@ STRATEGIES = {
 }
 
 
-def conflicts(buffers: list[Buffer], hb: HappensBefore, one_stream: bool) -> dict[str, list[Buffer]]:
+def conflicts(buffers: list[Buffer], hb: HappensBefore | None, one_stream: bool) -> dict[str, list[Buffer]]:
     """For each buffer, the buffers it may not share bytes with (neither is done before the other).
 
     On one stream that is exactly the buffers whose lifetimes overlap along the
@@ -187,7 +187,7 @@ def conflicts(buffers: list[Buffer], hb: HappensBefore, one_stream: bool) -> dic
     return out
 
 
-def place(buffers: list[Buffer], hb: HappensBefore, alignment: int = ALIGNMENT,
+def place(buffers: list[Buffer], hb: HappensBefore | None, alignment: int = ALIGNMENT,
           strategy: str = "largest-first", clashes: dict[str, list[Buffer]] | None = None) -> int:
     """Assign offsets greedily in the strategy's order; returns the arena size."""
     if clashes is None:
@@ -277,8 +277,10 @@ def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
     by_name = {b.name: b for b in collect_buffers(graph)}
     aliases, in_place = plan_aliases(graph, by_name)
     buffers = _merge_aliases(by_name, aliases)
-    hb = HappensBefore(graph)
     streams = len({n.meta.get("stream", 0) for n in graph.nodes})
+    # on one stream, schedule order is happens-before and a sweep finds the conflicts;
+    # the closure (a bitset per task: quadratic in the task count) is only built for more
+    hb = HappensBefore(graph) if streams > 1 else None
     clashes = conflicts(buffers, hb, one_stream=streams == 1)
     best, best_offsets, best_name = None, {}, ""
     for name in STRATEGIES:
