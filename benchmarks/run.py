@@ -1,6 +1,6 @@
 """aircc against onnxruntime on the same CPU, same process, interleaved.
 
-    python benchmarks/run.py                 # full suite -> benchmarks/results.json, results.md
+    python benchmarks/run.py                 # full suite -> benchmarks/results.json, .md, .svg
     python benchmarks/run.py --quick         # fewer rounds
     python benchmarks/run.py --only resnet50 --rounds 20
 
@@ -11,8 +11,9 @@ median latency of each, the ratio aircc / onnxruntime (the median over rounds of
 each round's ratio), peak device memory, host time per inference, compile time,
 and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
 own float32 GEMM rate (``work.py``: how near the GEMM limit each runs).  Also: compile
-time against graph size (synthetic graphs) and the load time of a .om with
-90 MB of weights.  Ratios are measured in one run because the machine is
+time against graph size (synthetic graphs, with the fitted growth exponent) and the
+load time of a .om with 90 MB of weights.  ``results.svg`` plots the ratios and the
+compile scaling (``plot.py``).  Ratios are measured in one run because the machine is
 shared and noisy; medians, not means.  Host time per inference is the host
 thread's CPU time in the run call (not the wait for the device), measured
 over back-to-back runs of the model alone, as an application serving it
@@ -42,6 +43,7 @@ import onnxruntime as ort
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.formats import save_om
+from plot import growth_exponent, svg
 from work import gemm_gflops, multiply_adds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -203,6 +205,10 @@ def synthetic_graph(n: int) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+#: Synthetic graph sizes whose compile times the full run reports (and fits a slope to).
+SCALING_SIZES = [1000, 2500, 5000, 10000, 20000, 40000]
+
+
 def compile_scaling(sizes) -> list[dict]:
     out = []
     for n in sizes:
@@ -263,6 +269,9 @@ def markdown(results: dict) -> str:
     if results.get("compile_scaling"):
         lines += ["", "| synthetic nodes | compile s |", "| ---: | ---: |"]
         lines += [f"| {c['nodes']} | {c['compile_s']:.2f} |" for c in results["compile_scaling"]]
+        if results.get("compile_growth_exponent") is not None:
+            lines += ["", f"Compile time grows as nodes^{results['compile_growth_exponent']:.2f} "
+                          "(least-squares slope on log-log axes; 1 is linear)."]
     if results.get("load"):
         ld = results["load"]
         lines += ["", f"Loading a .om with {ld['weights_mb']} MB of weights: {1e3 * ld['load_s_median']:.0f} ms (median of 5)."]
@@ -278,7 +287,7 @@ def main(argv=None) -> int:
                          f"(at most {MAX_ROUNDS_FACTOR}x --rounds; default 2, 0 with --quick)")
     ap.add_argument("--quick", action="store_true", help="5 rounds, small scaling sizes")
     ap.add_argument("--only", default=None, help="comma-separated model names")
-    ap.add_argument("--out", default=HERE, help="directory for results.json and results.md")
+    ap.add_argument("--out", default=HERE, help="directory for results.json, results.md and results.svg")
     ap.add_argument("--device-cpus", default="0", metavar="LIST",
                     help="CPUs of the device's stream workers, and of the host thread while it "
                          "times runs (default 0; 'none': not pinned)")
@@ -303,13 +312,17 @@ def main(argv=None) -> int:
     if light:
         results["light_geomean_ratio"] = math.exp(sum(math.log(x) for x in light) / len(light))
     if not args.only:
-        results["compile_scaling"] = compile_scaling([500, 2000] if args.quick else [1000, 5000, 20000])
+        results["compile_scaling"] = compile_scaling([500, 2000] if args.quick else SCALING_SIZES)
+        results["compile_growth_exponent"] = growth_exponent(
+            [(c["nodes"], c["compile_s"]) for c in results["compile_scaling"]])
         results["load"] = load_time()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(markdown(results))
+    with open(os.path.join(args.out, "results.svg"), "w") as f:
+        f.write(svg(results))
     print(markdown(results))
     return 0
 

@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+from xml.etree import ElementTree
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,16 +31,62 @@ def test_benchmark_quick_run_writes_json_and_table(tmp_path):
     table = (tmp_path / "results.md").read_text()
     assert "OpenBLAS kernels" in table and "| sample_mlp | static |" in table
     assert "GFLOP/s at 1024^3" in table and "| onnxruntime GFLOP/s |" in table
+    figure = ElementTree.parse(tmp_path / "results.svg").getroot()
+    assert [t.text for t in figure.iter(SVG + "title")] == [f"sample_mlp: {row['ratio']:.2f}"]
 
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _bench_module(name: str):
+    """A module of ``benchmarks/`` (not a package: imported from its folder)."""
+    import importlib
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
+def _plot():
+    return _bench_module("plot")
+
+
+def test_growth_exponent_is_the_log_log_slope():
+    plot = _plot()
+    assert plot.growth_exponent([(1000, 0.05), (2000, 0.1), (8000, 0.4)]) == pytest.approx(1.0)
+    assert plot.growth_exponent([(10, 1.0), (100, 100.0)]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="two sizes"):
+        plot.growth_exponent([(10, 1.0)])
+    with pytest.raises(ValueError, match="two different sizes"):
+        plot.growth_exponent([(10, 1.0), (10, 2.0)])
+
+
+def test_figure_has_a_bar_per_model_and_a_point_per_graph_size():
+    plot = _plot()
+    results = {"machine": {"cpu": "cpu", "cpus": 2},
+               "models": [{"model": "fast", "ratio": 0.5}, {"model": "slow", "ratio": 2.5}],
+               "compile_scaling": [{"nodes": n, "compile_s": n / 1e4} for n in (1000, 4000, 16000)]}
+    root = ElementTree.fromstring(plot.svg(results))
+    titles = [t.text for t in root.iter(SVG + "title")]
+    assert titles == ["fast: 0.50", "slow: 2.50", "1,000 nodes: 0.10 s", "4,000 nodes: 0.40 s",
+                      "16,000 nodes: 1.60 s"]
+    bars = {r.find(SVG + "title").text.split(":")[0]: r for r in root.iter(SVG + "rect")
+            if r.find(SVG + "title") is not None}
+    # log axis: 0.5 and 2.5 lie 1 / 0.5 = 2 and 2.5 times away from parity
+    width = {k: float(r.get("width")) for k, r in bars.items()}
+    assert width["slow"] / width["fast"] == pytest.approx(math.log(2.5) / math.log(2), rel=1e-2)
+    assert bars["fast"].get("fill") != bars["slow"].get("fill")      # faster and slower differ
+    text = " ".join(t.text or "" for t in root.iter(SVG + "text"))
+    assert "t ~ n^1.00" in text
+    with pytest.raises(ValueError, match="no models"):
+        plot.svg({"models": []})
 
 
 def _work():
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    try:
-        import work
-    finally:
-        sys.path.pop(0)
-    return work
+    return _bench_module("work")
 
 
 def _counted_model():
