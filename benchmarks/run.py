@@ -187,7 +187,7 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
 
 
 def synthetic_graph(n: int) -> onnx.ModelProto:
-    """n nodes: a chain of small blocks with a side branch every 10 nodes."""
+    """n nodes: a chain of 4-node blocks (Relu and Sigmoid of one input, their Add, a Tanh)."""
     from onnx import TensorProto, helper
 
     nodes, x = [], "x"
