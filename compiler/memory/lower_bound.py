@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import networkx as nx
 
-from ..schedule.happens_before import HappensBefore
-
 
 def peak_live_bytes(buffers) -> int:
     """Largest sum of buffer bytes live at one task of the linear schedule."""
@@ -29,19 +27,25 @@ def peak_live_bytes(buffers) -> int:
     return best
 
 
-def heaviest_antichain(buffers, hb: HappensBefore) -> int:
-    """Largest total size of buffers that are pairwise not ordered by happens-before."""
-    bufs = sorted((b for b in buffers if b.size > 0), key=lambda b: b.writer)
+#: Buffers above which the bound is the peak of live bytes along the schedule instead
+#: of the heaviest antichain, whose order is a bitmask per buffer (quadratic memory).
+EXACT_BUFFERS = 4000
+
+
+def heaviest_antichain(buffers, clashes: dict[str, list]) -> int:
+    """Largest total size of buffers that are pairwise not ordered (``clashes``: each
+    buffer's conflicts, as :func:`~aircc.compiler.memory.planner.conflicts` finds them)."""
+    bufs = sorted((b for b in buffers if b.size > 0), key=lambda b: (b.writer, b.name))
     n = len(bufs)
-    starts = [sum(1 << w for w in b.all_writers) for b in bufs]
+    position = {b.name: i for i, b in enumerate(bufs)}
     later = []                       # later[i]: bitmask of buffers that i is done before
-    for b in bufs:
-        after = hb.after_all([*b.all_writers, *b.readers])
-        mask = 0
-        for j in range(n):
-            if after & starts[j] == starts[j]:
-                mask |= 1 << j
-        later.append(mask)
+    for i, b in enumerate(bufs):
+        # a buffer first written later can only come after it, so every later one that
+        # does not clash with it does
+        clash = 0
+        for c in clashes[b.name]:
+            clash |= 1 << position[c.name]
+        later.append(((1 << n) - (1 << (i + 1))) & ~clash)
     # residual network of the initial flow (each buffer its own s-t path); pushing flow
     # back from t to s merges buffers into chains; min flow = total - that max flow
     net = nx.DiGraph()
@@ -50,19 +54,21 @@ def heaviest_antichain(buffers, hb: HappensBefore) -> int:
         net.add_edge(("in", i), "s", capacity=b.size)
         net.add_edge("t", ("out", i), capacity=b.size)
         net.add_edge(("in", i), ("out", i))
-        covered, rest = 0, later[i]
-        while rest:                  # keep only cover relations (the Hasse diagram)
-            low = rest & -rest
-            rest ^= low
-            covered |= later[low.bit_length() - 1]
-        direct = later[i] & ~covered
-        while direct:
-            low = direct & -direct
-            direct ^= low
-            net.add_edge(("out", i), ("in", low.bit_length() - 1))
+        rest = later[i]
+        while rest:                  # keep only cover relations (the Hasse diagram):
+            low = rest & -rest       # the lowest one left is covered by none before it
+            j = low.bit_length() - 1
+            net.add_edge(("out", i), ("in", j))
+            rest &= ~(later[j] | low)
     total = sum(b.size for b in bufs)
     return total - (nx.maximum_flow_value(net, "t", "s") if n else 0)
 
 
-def lower_bound(buffers, hb: HappensBefore | None, streams: int) -> int:
-    return peak_live_bytes(buffers) if streams <= 1 else heaviest_antichain(buffers, hb)
+def lower_bound(buffers, clashes: dict[str, list], streams: int) -> int:
+    """The heaviest antichain; on one stream, or past :data:`EXACT_BUFFERS` buffers, the
+    peak of live bytes along the schedule.  Buffers live at one point of the task list
+    are pairwise unordered on any number of streams (one's first writer comes before
+    the other's last use), so that peak is a lower bound too, only a weaker one."""
+    if streams <= 1 or sum(1 for b in buffers if b.size > 0) > EXACT_BUFFERS:
+        return peak_live_bytes(buffers)
+    return heaviest_antichain(buffers, clashes)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from aircc.errors import CompileOptionError
 
 from ..ir.graph import Graph
-from ..schedule.happens_before import HappensBefore
+from ..schedule.happens_before import HappensBefore, covers
 from .lower_bound import lower_bound
 
 ALIGNMENT = 64
@@ -159,31 +159,35 @@ STRATEGIES = {
 def conflicts(buffers: list[Buffer], hb: HappensBefore | None, one_stream: bool) -> dict[str, list[Buffer]]:
     """For each buffer, the buffers it may not share bytes with (neither is done before the other).
 
-    On one stream that is exactly the buffers whose lifetimes overlap along the
-    schedule, found by a sweep; with several streams every pair is tested
-    against happens-before."""
+    Both cases are one sweep in order of the buffers' first writers.  On one stream
+    the conflicts are exactly the buffers whose lifetimes overlap along the schedule.
+    With several streams a buffer is tested, by vector clocks, against the buffers
+    still open: one leaves the open set once it is done before every task from the
+    sweep's position on (it is then done before every later buffer too).  A buffer
+    written later than another can never be done before it, so one test per pair."""
     out: dict[str, list[Buffer]] = {b.name: [] for b in buffers}
-    live = [b for b in buffers if b.size > 0]
+    live = sorted((b for b in buffers if b.size > 0), key=lambda b: (b.writer, b.name))
+    active: list[Buffer] = []
     if one_stream:
-        active: list[Buffer] = []
-        for b in sorted(live, key=lambda b: (b.writer, b.name)):
+        for b in live:
             active = [a for a in active if a.last >= b.writer]
             for a in active:
                 out[a.name].append(b)
                 out[b.name].append(a)
             active.append(b)
         return out
-    after = {b.name: hb.after_all([*b.all_writers, *b.readers]) for b in live}
-    starts = {b.name: sum(1 << w for w in b.all_writers) for b in live}
-
-    def done_before(a: Buffer, c: Buffer) -> bool:
-        return after[a.name] & starts[c.name] == starts[c.name]
-
-    for i, b in enumerate(live):
-        for c in live[i + 1:]:
-            if not (done_before(c, b) or done_before(b, c)):
-                out[b.name].append(c)
-                out[c.name].append(b)
+    if hb is None:
+        raise ValueError("conflicts across streams need the happens-before relation")
+    reach = {b.name: hb.reach([*b.all_writers, *b.readers]) for b in live}
+    floors = hb.floors()
+    for b in live:
+        active = [a for a in active if not covers(floors[b.writer], reach[a.name])]
+        known = hb.known(b.all_writers)
+        for a in active:
+            if not covers(known, reach[a.name]):
+                out[a.name].append(b)
+                out[b.name].append(a)
+        active.append(b)
     return out
 
 
@@ -278,8 +282,7 @@ def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
     aliases, in_place = plan_aliases(graph, by_name)
     buffers = _merge_aliases(by_name, aliases)
     streams = len({n.meta.get("stream", 0) for n in graph.nodes})
-    # on one stream, schedule order is happens-before and a sweep finds the conflicts;
-    # the closure (a bitset per task: quadratic in the task count) is only built for more
+    # on one stream, schedule order is happens-before: the sweep needs no clocks
     hb = HappensBefore(graph) if streams > 1 else None
     clashes = conflicts(buffers, hb, one_stream=streams == 1)
     best, best_offsets, best_name = None, {}, ""
@@ -290,7 +293,7 @@ def plan_memory(graph: Graph, alignment: int = ALIGNMENT) -> MemoryPlan:
             best_offsets = {b.name: b.offset for b in buffers}
     for b in buffers:
         b.offset = best_offsets[b.name]
-    bound = lower_bound(buffers, hb, streams)
+    bound = lower_bound(buffers, clashes, streams)
     return MemoryPlan({b.name: b for b in buffers}, best or 0, bound,
                       sum(align_up(b.size, alignment) for b in buffers), alignment, best_name,
                       aliases, in_place)

@@ -4,46 +4,81 @@ Task ``a`` happens before task ``b`` when a chain of stream order (tasks of
 one stream run in list order) and event edges (an EventRecord before the
 EventWait of the same event) leads from ``a`` to ``b``.  Data edges are not
 used: at run time only streams and events order work.
+
+The relation is kept as a vector clock per task (as race detectors keep it):
+for every stream, the last task on it that happens before the task.  The tasks
+of one stream that happen before a task are a prefix of that stream (a task
+before one of them is before it too), so one index per stream says which.
+That is linear in the tasks times the streams, where a closure over task pairs
+would be quadratic.
 """
 from __future__ import annotations
 
 from ..ir.graph import Graph
 
+NONE = -1
+"""A clock entry for a stream none of whose tasks come before."""
+
 
 class HappensBefore:
-    """Transitive closure of stream order + events, as one bitset per task."""
+    """Vector clocks of stream order + events.  Tasks are graph node indices."""
 
     def __init__(self, graph: Graph, skip_events: frozenset[int] = frozenset()):
         nodes = graph.nodes
         self.index = {n.name: k for k, n in enumerate(nodes)}
-        succ: list[list[int]] = [[] for _ in nodes]
-        last_on_stream: dict[int, int] = {}
-        record_at: dict[int, int] = {}
+        lanes: dict = {}
+        self.lane = [lanes.setdefault(n.meta.get("stream", 0), len(lanes)) for n in nodes]
+        self.width = width = max(1, len(lanes))
+        self.clock: list[tuple[int, ...]] = []
+        """Per task, per stream: the index of the last task on that stream before it."""
+        last_on_lane = [NONE] * width
+        recorded: dict[int, int] = {}       # event -> its latest EventRecord so far
         for k, n in enumerate(nodes):
-            s = n.meta.get("stream", 0)
-            if s in last_on_stream:
-                succ[last_on_stream[s]].append(k)
-            last_on_stream[s] = k
+            lane = self.lane[k]
+            clock = [NONE] * width
+            sources = [last_on_lane[lane]]
+            if n.op == "EventWait" and n.attrs["event"] not in skip_events:
+                sources.append(recorded.get(n.attrs["event"], NONE))
+            for p in sources:
+                if p == NONE:
+                    continue
+                clock = [max(a, b) for a, b in zip(clock, self.clock[p])]
+                clock[self.lane[p]] = max(clock[self.lane[p]], p)
+            self.clock.append(tuple(clock))
+            last_on_lane[lane] = k
             if n.op == "EventRecord" and n.attrs["event"] not in skip_events:
-                record_at[n.attrs["event"]] = k
-        for k, n in enumerate(nodes):
-            if n.op == "EventWait" and n.attrs["event"] in record_at:
-                succ[record_at[n.attrs["event"]]].append(k)
-        # nodes is a topological order of these edges, so one backward sweep closes them
-        self.after = [0] * len(nodes)
-        for k in range(len(nodes) - 1, -1, -1):
-            bits = 0
-            for j in succ[k]:
-                bits |= self.after[j] | (1 << j)
-            self.after[k] = bits
+                recorded[n.attrs["event"]] = k
 
     def before(self, a: int, b: int) -> bool:
         """Whether task ``a`` is finished before task ``b`` starts."""
-        return bool(self.after[a] >> b & 1)
+        return a <= self.clock[b][self.lane[a]] and a != b
 
-    def after_all(self, tasks) -> int:
-        """Bitset of tasks that start only after every task in ``tasks`` finished."""
-        mask = -1
+    def reach(self, tasks) -> tuple[int, ...]:
+        """Per stream, the last of ``tasks`` on it (what must be finished to be past them all)."""
+        out = [NONE] * self.width
         for t in tasks:
-            mask &= self.after[t]
-        return mask
+            lane = self.lane[t]
+            out[lane] = max(out[lane], t)
+        return tuple(out)
+
+    def known(self, tasks) -> tuple[int, ...]:
+        """Per stream, the last task finished before every one of ``tasks`` starts."""
+        out = None
+        for t in tasks:
+            out = self.clock[t] if out is None else tuple(map(min, out, self.clock[t]))
+        return out if out is not None else (NONE,) * self.width
+
+    def floors(self) -> list[tuple[int, ...]]:
+        """Per task k, :meth:`known` of every task from k to the end of the list."""
+        out: list[tuple[int, ...]] = [()] * len(self.clock)
+        acc = None
+        for k in range(len(self.clock) - 1, -1, -1):
+            acc = self.clock[k] if acc is None else tuple(map(min, acc, self.clock[k]))
+            out[k] = acc
+        return out
+
+
+def covers(known: tuple[int, ...], reach: tuple[int, ...]) -> bool:
+    """Whether tasks whose :meth:`~HappensBefore.reach` is ``reach`` are all finished at a
+    point whose :meth:`~HappensBefore.known` is ``known``."""
+    return all(r <= k for r, k in zip(reach, known))
