@@ -2,7 +2,8 @@
 
 Left: each model's latency ratio aircc / onnxruntime (below 1: aircc is faster),
 on a log axis so that 0.5 and 2 sit equally far from parity.  Right: compile time
-against graph size on log-log axes, with the fitted growth exponent (1 is linear).
+against graph size on log-log axes, one line per series of synthetic graphs, each
+with its fitted growth exponent (1 is linear).
 
     python benchmarks/plot.py benchmarks/results.json benchmarks/results.svg
 """
@@ -66,9 +67,13 @@ def _ratio_panel(models: list[dict], x0: float, y0: float) -> tuple[list[str], f
     return out, height + 24
 
 
-def _scaling_panel(points: list[tuple[float, float]], x0: float, y0: float) -> list[str]:
-    (n_lo, n_hi) = (min(n for n, _ in points) / 1.5, max(n for n, _ in points) * 1.5)
-    (t_lo, t_hi) = (min(t for _, t in points) / 2, max(t for _, t in points) * 2)
+COLORS = ["#36c", "#c6c", "#3a9", "#c93"]
+
+
+def _scaling_panel(series: dict[str, list[tuple[float, float]]], x0: float, y0: float) -> list[str]:
+    every = [p for points in series.values() for p in points]
+    (n_lo, n_hi) = (min(n for n, _ in every) / 1.5, max(n for n, _ in every) * 1.5)
+    (t_lo, t_hi) = (min(t for _, t in every) / 2, max(t for _, t in every) * 2)
 
     def px(n: float) -> float:
         return x0 + 50 + SCALE_W * (math.log(n) - math.log(n_lo)) / (math.log(n_hi) - math.log(n_lo))
@@ -76,12 +81,10 @@ def _scaling_panel(points: list[tuple[float, float]], x0: float, y0: float) -> l
     def py(t: float) -> float:
         return y0 + SCALE_H * (1 - (math.log(t) - math.log(t_lo)) / (math.log(t_hi) - math.log(t_lo)))
 
-    slope = growth_exponent(points)
-    out = [_text(x0, y0 - 8, f"compile time against graph size (log-log): t ~ n^{slope:.2f}",
-                 extra='font-weight="bold"'),
+    out = [_text(x0, y0 - 8, "compile time against graph size (log-log)", extra='font-weight="bold"'),
            f'<rect x="{x0 + 50:.1f}" y="{y0:.1f}" width="{SCALE_W}" height="{SCALE_H}" '
            f'fill="none" stroke="#444" stroke-width="0.5"/>']
-    for n, _ in points:
+    for n in sorted({n for n, _ in every}):
         out.append(_text(px(n), y0 + SCALE_H + 14, f"{n:,.0f}", "middle"))
     decade = 10.0 ** math.floor(math.log10(t_lo))
     while decade <= t_hi:
@@ -92,17 +95,20 @@ def _scaling_panel(points: list[tuple[float, float]], x0: float, y0: float) -> l
                            f'stroke="#444"/>')
                 out.append(_text(x0 + 44, py(t) + 4, f"{t:g} s", "end"))
         decade *= 10
-    # a line of slope 1 through the smallest size: what linear growth would look like
-    n0, t0 = points[0]
-    out.append(f'<line x1="{px(n0):.1f}" y1="{py(t0):.1f}" x2="{px(points[-1][0]):.1f}" '
-               f'y2="{py(t0 * points[-1][0] / n0):.1f}" stroke="#888" stroke-dasharray="4 3"/>')
-    out.append(_text(px(points[-1][0]) - 4, py(t0 * points[-1][0] / n0) + 14, "linear", "end",
-                     'fill="#666"'))
-    coords = " ".join(f"{px(n):.1f},{py(t):.1f}" for n, t in points)
-    out.append(f'<polyline points="{coords}" fill="none" stroke="#36c" stroke-width="1.5"/>')
-    for n, t in points:
-        out.append(f'<circle cx="{px(n):.1f}" cy="{py(t):.1f}" r="3" fill="#36c">'
-                   f'<title>{n:,.0f} nodes: {t:.2f} s</title></circle>')
+    for k, (name, points) in enumerate(series.items()):
+        color = COLORS[k % len(COLORS)]
+        if k == 0:   # a line of slope 1 through the first series' smallest size
+            (n0, t0), n1 = points[0], points[-1][0]
+            out.append(f'<line x1="{px(n0):.1f}" y1="{py(t0):.1f}" x2="{px(n1):.1f}" '
+                       f'y2="{py(t0 * n1 / n0):.1f}" stroke="#888" stroke-dasharray="4 3"/>')
+            out.append(_text(px(n1) - 4, py(t0 * n1 / n0) + 16, "linear", "end", 'fill="#666"'))
+        coords = " ".join(f"{px(n):.1f},{py(t):.1f}" for n, t in points)
+        out.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        for n, t in points:
+            out.append(f'<circle cx="{px(n):.1f}" cy="{py(t):.1f}" r="3" fill="{color}">'
+                       f'<title>{escape(name)}, {n:,.0f} nodes: {t:.2f} s</title></circle>')
+        out.append(_text(x0 + 58, y0 + 16 + 14 * k, f"{name}: t ~ n^{growth_exponent(points):.2f}",
+                         extra=f'fill="{color}"'))
     out.append(_text(x0 + 50 + SCALE_W / 2, y0 + SCALE_H + 30, "nodes", "middle"))
     return out
 
@@ -114,9 +120,12 @@ def svg(results: dict) -> str:
         raise ValueError("no models in the results: nothing to plot")
     parts, height = _ratio_panel(models, 10, 30)
     width = 10 + LABEL_W + PLOT_W + 60
-    scaling = [(c["nodes"], c["compile_s"]) for c in results.get("compile_scaling", [])
-               if c["compile_s"] > 0]
-    if len(scaling) >= 2:
+    scaling: dict[str, list[tuple[float, float]]] = {}
+    for c in results.get("compile_scaling", []):
+        if c["compile_s"] > 0:
+            scaling.setdefault(c.get("series", "synthetic"), []).append((c["nodes"], c["compile_s"]))
+    scaling = {name: sorted(points) for name, points in scaling.items() if len({n for n, _ in points}) >= 2}
+    if scaling:
         parts += _scaling_panel(scaling, width, 30)
         width += 50 + SCALE_W + 30
         height = max(height, SCALE_H + 40)

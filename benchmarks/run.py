@@ -186,8 +186,11 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
     return result
 
 
-def synthetic_graph(n: int) -> onnx.ModelProto:
-    """n nodes: a chain of 4-node blocks (Relu and Sigmoid of one input, their Add, a Tanh)."""
+def synthetic_graph(n: int, width: int = 64) -> onnx.ModelProto:
+    """n nodes: a chain of 4-node blocks (Relu and Sigmoid of one input, their Add, a Tanh)
+    on [1, width] float32 tensors.  At the default width every branch is too small to
+    open a stream of its own; at 65536 (256 KiB) the branches take four streams, with
+    events between them."""
     from onnx import TensorProto, helper
 
     nodes, x = [], "x"
@@ -200,8 +203,8 @@ def synthetic_graph(n: int) -> onnx.ModelProto:
         x = f"d{k}"
         k += 1
     g = helper.make_graph(nodes[:n] if len(nodes) == n else nodes, "synthetic",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
-                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 64])])
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, width])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -209,15 +212,31 @@ def synthetic_graph(n: int) -> onnx.ModelProto:
 SCALING_SIZES = [1000, 2500, 5000, 10000, 20000, 40000]
 
 
+#: Widths of the synthetic graphs' tensors: all on one stream, and branches on streams of
+#: their own (four), with events between them.
+SCALING_WIDTHS = {"small tensors": 64, "big tensors": 65536}
+
+
 def compile_scaling(sizes) -> list[dict]:
+    """Compile time of each synthetic graph size, in each series of :data:`SCALING_WIDTHS`."""
     out = []
-    for n in sizes:
-        m = synthetic_graph(n)
-        t = time.perf_counter()
-        compiled = compile_model(m, CompileOptions())
-        out.append({"nodes": len(m.graph.node), "compile_s": time.perf_counter() - t,
-                    "kernels": compiled.report["kernels"]})
+    for series, width in SCALING_WIDTHS.items():
+        for n in sizes:
+            m = synthetic_graph(n, width)
+            t = time.perf_counter()
+            compiled = compile_model(m, CompileOptions())
+            out.append({"series": series, "nodes": len(m.graph.node),
+                        "compile_s": time.perf_counter() - t, "kernels": compiled.report["kernels"],
+                        "streams": compiled.report["streams"]})
     return out
+
+
+def growth_exponents(rows: list[dict]) -> dict[str, float]:
+    """Per series, the fitted exponent of compile time against node count."""
+    series: dict[str, list] = {}
+    for c in rows:
+        series.setdefault(c["series"], []).append((c["nodes"], c["compile_s"]))
+    return {name: growth_exponent(points) for name, points in series.items()}
 
 
 def load_time(megabytes: int = 90) -> dict:
@@ -267,11 +286,26 @@ def markdown(results: dict) -> str:
     if results.get("light_geomean_ratio"):
         lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
     if results.get("compile_scaling"):
-        lines += ["", "| synthetic nodes | compile s |", "| ---: | ---: |"]
-        lines += [f"| {c['nodes']} | {c['compile_s']:.2f} |" for c in results["compile_scaling"]]
-        if results.get("compile_growth_exponent") is not None:
-            lines += ["", f"Compile time grows as nodes^{results['compile_growth_exponent']:.2f} "
-                          "(least-squares slope on log-log axes; 1 is linear)."]
+        rows = results["compile_scaling"]
+        series = list(dict.fromkeys(c["series"] for c in rows))
+        streams: dict[str, int] = {}
+        for c in rows:
+            streams[c["series"]] = max(streams.get(c["series"], 0), c["streams"])
+        lines += ["", "| synthetic nodes | " + " | ".join(
+            f"compile s, {name} ({streams[name]} stream{'s' * (streams[name] > 1)})"
+            for name in series) + " |",
+            "| ---: |" + " ---: |" * len(series)]
+        by_nodes: dict[int, dict] = {}
+        for c in rows:
+            by_nodes.setdefault(c["nodes"], {})[c["series"]] = c["compile_s"]
+        for nodes, times in by_nodes.items():
+            lines.append(f"| {nodes} | " + " | ".join(
+                f"{times[name]:.2f}" if name in times else "-" for name in series) + " |")
+        exponents = results.get("compile_growth_exponent") or {}
+        if exponents:
+            lines += ["", "Compile time grows as " + ", ".join(
+                f"nodes^{e:.2f} on {name}" for name, e in exponents.items())
+                + " (least-squares slopes on log-log axes; 1 is linear)."]
     if results.get("load"):
         ld = results["load"]
         lines += ["", f"Loading a .om with {ld['weights_mb']} MB of weights: {1e3 * ld['load_s_median']:.0f} ms (median of 5)."]
@@ -313,8 +347,7 @@ def main(argv=None) -> int:
         results["light_geomean_ratio"] = math.exp(sum(math.log(x) for x in light) / len(light))
     if not args.only:
         results["compile_scaling"] = compile_scaling([500, 2000] if args.quick else SCALING_SIZES)
-        results["compile_growth_exponent"] = growth_exponent(
-            [(c["nodes"], c["compile_s"]) for c in results["compile_scaling"]])
+        results["compile_growth_exponent"] = growth_exponents(results["compile_scaling"])
         results["load"] = load_time()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:

@@ -68,11 +68,12 @@ def test_figure_has_a_bar_per_model_and_a_point_per_graph_size():
     plot = _plot()
     results = {"machine": {"cpu": "cpu", "cpus": 2},
                "models": [{"model": "fast", "ratio": 0.5}, {"model": "slow", "ratio": 2.5}],
-               "compile_scaling": [{"nodes": n, "compile_s": n / 1e4} for n in (1000, 4000, 16000)]}
+               "compile_scaling": [{"series": "a", "nodes": n, "compile_s": n / 1e4} for n in (1000, 4000, 16000)]
+               + [{"series": "b", "nodes": n, "compile_s": (n / 1e4) ** 2} for n in (1000, 4000)]}
     root = ElementTree.fromstring(plot.svg(results))
     titles = [t.text for t in root.iter(SVG + "title")]
-    assert titles == ["fast: 0.50", "slow: 2.50", "1,000 nodes: 0.10 s", "4,000 nodes: 0.40 s",
-                      "16,000 nodes: 1.60 s"]
+    assert titles == ["fast: 0.50", "slow: 2.50", "a, 1,000 nodes: 0.10 s", "a, 4,000 nodes: 0.40 s",
+                      "a, 16,000 nodes: 1.60 s", "b, 1,000 nodes: 0.01 s", "b, 4,000 nodes: 0.16 s"]
     bars = {r.find(SVG + "title").text.split(":")[0]: r for r in root.iter(SVG + "rect")
             if r.find(SVG + "title") is not None}
     # log axis: 0.5 and 2.5 lie 1 / 0.5 = 2 and 2.5 times away from parity
@@ -80,9 +81,27 @@ def test_figure_has_a_bar_per_model_and_a_point_per_graph_size():
     assert width["slow"] / width["fast"] == pytest.approx(math.log(2.5) / math.log(2), rel=1e-2)
     assert bars["fast"].get("fill") != bars["slow"].get("fill")      # faster and slower differ
     text = " ".join(t.text or "" for t in root.iter(SVG + "text"))
-    assert "t ~ n^1.00" in text
+    assert "a: t ~ n^1.00" in text and "b: t ~ n^2.00" in text
     with pytest.raises(ValueError, match="no models"):
         plot.svg({"models": []})
+
+
+def test_compile_scaling_series_are_compiled_on_their_streams_and_tabled():
+    run = _bench_module("run")
+    rows = run.compile_scaling([200, 400])
+    assert [(c["series"], c["nodes"]) for c in rows] == [
+        (name, n) for name in run.SCALING_WIDTHS for n in (200, 400)]
+    streams = {c["series"]: c["streams"] for c in rows}
+    assert streams == {"small tensors": 1, "big tensors": 4}
+    assert all(c["compile_s"] > 0 for c in rows)
+    exponents = run.growth_exponents(rows)
+    assert set(exponents) == set(run.SCALING_WIDTHS)
+    results = {"machine": {"cpu": "cpu", "cpus": 2, "python": "3", "numpy": "2", "onnxruntime": "1"},
+               "rounds": 1, "models": [], "compile_scaling": rows, "compile_growth_exponent": exponents}
+    table = run.markdown(results)
+    assert "| synthetic nodes | compile s, small tensors (1 stream) | compile s, big tensors (4 streams) |" in table
+    assert f"| 400 | {rows[1]['compile_s']:.2f} | {rows[3]['compile_s']:.2f} |" in table
+    assert f"nodes^{exponents['big tensors']:.2f} on big tensors" in table
 
 
 def _work():
