@@ -23,7 +23,7 @@ NONE = -1
 class HappensBefore:
     """Vector clocks of stream order + events.  Tasks are graph node indices."""
 
-    def __init__(self, graph: Graph, skip_events: frozenset[int] = frozenset()):
+    def __init__(self, graph: Graph):
         nodes = graph.nodes
         self.index = {n.name: k for k, n in enumerate(nodes)}
         lanes: dict = {}
@@ -37,7 +37,7 @@ class HappensBefore:
             lane = self.lane[k]
             clock = [NONE] * width
             sources = [last_on_lane[lane]]
-            if n.op == "EventWait" and n.attrs["event"] not in skip_events:
+            if n.op == "EventWait":
                 sources.append(recorded.get(n.attrs["event"], NONE))
             for p in sources:
                 if p == NONE:
@@ -46,12 +46,12 @@ class HappensBefore:
                 clock[self.lane[p]] = max(clock[self.lane[p]], p)
             self.clock.append(tuple(clock))
             last_on_lane[lane] = k
-            if n.op == "EventRecord" and n.attrs["event"] not in skip_events:
+            if n.op == "EventRecord":
                 recorded[n.attrs["event"]] = k
 
     def before(self, a: int, b: int) -> bool:
         """Whether task ``a`` is finished before task ``b`` starts."""
-        return a <= self.clock[b][self.lane[a]] and a != b
+        return a <= self.clock[b][self.lane[a]]     # never a == b: a clock holds earlier tasks
 
     def reach(self, tasks) -> tuple[int, ...]:
         """Per stream, the last of ``tasks`` on it (what must be finished to be past them all)."""
