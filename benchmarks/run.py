@@ -4,22 +4,23 @@
     python benchmarks/run.py --quick         # fewer rounds
     python benchmarks/run.py --only resnet50 --rounds 20
 
-For every model: compile, load, warm up, then ``rounds`` rounds (more for a fast
-model, until its rounds take ``--min-seconds``), each timing one aircc run and
-one onnxruntime run on the same inputs (alternating which goes first).  Reported:
-median latency of each, the ratio aircc / onnxruntime (the median over rounds of
-each round's ratio), peak device memory, host time per inference, compile time,
+For every model: compile, load, warm up, then ``rounds`` rounds, each timing a block
+of aircc runs and a block of onnxruntime runs on the same inputs (alternating which
+goes first).  A block waits until the other engine's threads are idle, runs once
+untimed, then times its runs back to back, so that each engine runs in its own
+default configuration as it would alone (``quiet.py``); a fast model's blocks grow
+until its timed runs take ``--min-seconds``.  Reported: median latency of each,
+the ratio aircc / onnxruntime (the median over rounds of each round's ratio of
+block medians), peak device memory, host time per inference, compile time,
 and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
 own float32 GEMM rate (``work.py``: how near the GEMM limit each runs).  Also: compile
 time against graph size (synthetic graphs, with the fitted growth exponent) and the
 load time of a .om with 90 MB of weights.  ``results.svg`` plots the ratios and the
 compile scaling (``plot.py``).  Ratios are measured in one run because the machine is
 shared and noisy; medians, not means.  Host time per inference is the host
-thread's CPU time in the run call (not the wait for the device), measured
-over back-to-back runs of the model alone, as an application serving it
-would run it; the interleaved rounds' host time is reported beside it
-("host us after ort"): the same code on caches the other engine's run has
-just evicted.  By default the device's stream workers run on CPU 0, and so does
+thread's CPU time in the run call (not the wait for the device), over the timed
+runs of our blocks: back to back, as an application serving the model runs
+it.  By default the device's stream workers run on CPU 0, and so does
 the host thread while it times runs (both engines are called from it); the BLAS
 and onnxruntime pools are not pinned.  ``--device-cpus none`` leaves all unpinned.
 """
@@ -44,6 +45,7 @@ import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.formats import save_om
 from plot import growth_exponent, svg
+from quiet import wait_until_quiet
 from work import gemm_gflops, multiply_adds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,9 +78,8 @@ def blas_kernels() -> str:
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = os.cpu_count() or 1
-    # interleaved in one process: onnxruntime's pool must not spin between runs and
-    # steal the cores from the other engine (it does by default)
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # its pool spins between runs by default, as ours does: each block starts after
+    # both have gone idle (quiet.py)
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
@@ -126,9 +127,36 @@ def bench_model(entry: dict, rounds: int, warmup: int, cache: dict, device=None,
         return _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key, min_seconds)
 
 
-#: A model's rounds grow (up to this many times ``--rounds``) until its timed rounds take
-#: ``--min-seconds``: a fast model's median then rests on hundreds of pairs, not 25.
-MAX_ROUNDS_FACTOR = 10
+#: Each round runs a block of each engine's runs back to back; a fast model's blocks
+#: grow (up to this many timed runs) until the rounds' timed runs take ``--min-seconds``.
+MAX_BLOCK = 400
+
+#: Longest wait for the other engine's threads to go idle before a block.
+QUIET_LIMIT_S = 0.5
+
+
+def block_size(pair_seconds: float, rounds: int, min_seconds: float) -> int:
+    """Timed runs per engine per round: enough that ``rounds`` rounds of one run of each
+    engine (``pair_seconds``) add up to ``min_seconds``, at least 2, at most ``MAX_BLOCK``."""
+    if min_seconds <= 0 or pair_seconds <= 0:
+        return 2
+    return max(2, min(MAX_BLOCK, math.ceil(min_seconds / (rounds * pair_seconds))))
+
+
+def _block(run, n: int, after=None) -> tuple[list[float], float, bool]:
+    """Wait until the process's other threads are idle, run once untimed, then time ``n``
+    runs back to back (calling ``after`` after each, untimed): (times, the wait, whether
+    it got quiet)."""
+    waited, quiet = wait_until_quiet(QUIET_LIMIT_S)
+    run()
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t)
+        if after is not None:
+            after()
+    return times, waited, quiet
 
 
 def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
@@ -137,25 +165,19 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
     for _ in range(warmup):
         model.run(feeds)
         sess.run(None, feeds)
-    per_round = (time.perf_counter() - t) / max(warmup, 1)
-    if min_seconds > 0 and per_round > 0:
-        rounds = max(rounds, min(MAX_ROUNDS_FACTOR * rounds, math.ceil(min_seconds / per_round)))
-    ours, theirs, host = [], [], []
+    block = block_size((time.perf_counter() - t) / max(warmup, 1), rounds, min_seconds)
+    ours, theirs, host, waits, ratios, noisy = [], [], [], [], [], 0
+    engines = (lambda: model.run(feeds), lambda: sess.run(None, feeds))
     for r in range(rounds):
-        order = (0, 1) if r % 2 == 0 else (1, 0)
-        for who in order:
-            t = time.perf_counter()
-            if who == 0:
-                model.run(feeds)
-                ours.append(time.perf_counter() - t)
-                host.append(model.last_host_seconds)
-            else:
-                sess.run(None, feeds)
-                theirs.append(time.perf_counter() - t)
-    steady = []
-    for _ in range(rounds):
-        model.run(feeds)
-        steady.append(model.last_host_seconds)
+        medians = [0.0, 0.0]
+        for who in ((0, 1) if r % 2 == 0 else (1, 0)):
+            after = (lambda: host.append(model.last_host_seconds)) if who == 0 else None
+            times, waited, quiet = _block(engines[who], block, after)
+            (ours if who == 0 else theirs).extend(times)
+            medians[who] = statistics.median(times)
+            waits.append(waited)
+            noisy += not quiet
+        ratios.append(medians[0] / medians[1])
     stats = model.run_stats()
     if stats["mode"] == "static":
         peak = stats["arena_bytes"] + stats["weights_bytes"] + stats["prepared_bytes"]
@@ -166,13 +188,13 @@ def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
         "model": entry["name"], "mode": compiled.report["mode"],
         "kernels": compiled.report["kernels"], "streams": compiled.report["streams"],
         "aircc_ms": 1e3 * statistics.median(ours), "onnxruntime_ms": 1e3 * statistics.median(theirs),
-        "host_us_per_inference": 1e6 * statistics.median(steady),
-        "host_us_after_ort": 1e6 * statistics.median(host),
+        "host_us_per_inference": 1e6 * statistics.median(host),
         "peak_device_bytes": int(peak), "compile_s": compile_s, "rounds": rounds,
+        "block": block, "quiet_wait_ms": 1e3 * statistics.median(waits), "blocks_not_quiet": noisy,
     }
-    # each round runs both back to back: the median of the per-round ratios is the paired
-    # comparison, robust to the machine slowing down for a while in the middle of the run
-    result["ratio"] = statistics.median(a / b for a, b in zip(ours, theirs))
+    # each round times both engines one after the other: the median of the rounds' ratios
+    # is the paired comparison, robust to the machine slowing down for a while
+    result["ratio"] = statistics.median(ratios)
     try:
         macs = multiply_adds(entry["model"], {k: np.shape(v) for k, v in feeds.items()})
     except ValueError:
@@ -269,19 +291,20 @@ def markdown(results: dict) -> str:
              f"Python {results['machine']['python']}, numpy {results['machine']['numpy']} "
              f"(OpenBLAS kernels {results['machine'].get('blas_kernels', 'unknown')}; float32 GEMM "
              f"{results['machine'].get('gemm_gflops', 0):.0f} GFLOP/s at 1024^3), "
-             f"onnxruntime {results['machine']['onnxruntime']}; at least {results['rounds']} rounds "
-             f"(fast models more, until {results.get('min_seconds', 0):g} s of rounds, up to "
-             f"{MAX_ROUNDS_FACTOR * results['rounds']}), medians; "
+             f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, each a "
+             f"block of at least 2 timed runs of each engine after one untimed (fast models more, "
+             f"until {results.get('min_seconds', 0):g} s of timed runs, up to {MAX_BLOCK}), each block "
+             f"started with the other engine's threads idle; medians; "
              + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
                 if results.get("device_cpus") else "nothing pinned."), "",
-             "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference | host us after ort "
+             "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference "
              "| peak device MB | compile s | GMAC | aircc GFLOP/s | onnxruntime GFLOP/s |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results["models"]:
         rates = (f"{r['gmacs']:.3f} | {r['aircc_gflops']:.0f} | {r['onnxruntime_gflops']:.0f}"
                  if r.get("gmacs") else "- | - | -")
         lines.append(f"| {r['model']} | {r['mode']} | {r['aircc_ms']:.2f} | {r['onnxruntime_ms']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['host_us_per_inference']:.0f} | {r['host_us_after_ort']:.0f} | "
+                     f"{r['ratio']:.2f} | {r['host_us_per_inference']:.0f} | "
                      f"{r['peak_device_bytes'] / (1 << 20):.1f} | {r['compile_s']:.2f} | {rates} |")
     if results.get("light_geomean_ratio"):
         lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
@@ -317,8 +340,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--min-seconds", type=float, default=None,
-                    help="time a fast model for more rounds until its rounds take this long "
-                         f"(at most {MAX_ROUNDS_FACTOR}x --rounds; default 2, 0 with --quick)")
+                    help="time a fast model in bigger blocks until its timed runs take this long "
+                         f"(at most {MAX_BLOCK} runs a block; default 2, 0 with --quick)")
     ap.add_argument("--quick", action="store_true", help="5 rounds, small scaling sizes")
     ap.add_argument("--only", default=None, help="comma-separated model names")
     ap.add_argument("--out", default=HERE, help="directory for results.json, results.md and results.svg")

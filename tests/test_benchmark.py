@@ -21,6 +21,7 @@ def test_benchmark_quick_run_writes_json_and_table(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     (row,) = results["models"]
     assert row["model"] == "sample_mlp" and row["mode"] == "static" and row["rounds"] == 3
+    assert row["block"] == 2 and row["blocks_not_quiet"] == 0 and row["quiet_wait_ms"] >= 0
     assert row["aircc_ms"] > 0 and row["onnxruntime_ms"] > 0 and row["ratio"] > 0
     assert row["host_us_per_inference"] > 0 and row["peak_device_bytes"] > 0
     assert results["machine"]["blas_kernels"]                      # which BLAS kernels ran
@@ -148,3 +149,53 @@ def test_multiply_adds_refuses_a_count_with_unknown_shapes():
 
 def test_gemm_rate_is_measured():
     assert _work().gemm_gflops(n=128, repeats=3) > 0
+
+
+def test_blocks_grow_for_fast_models_to_the_minimum_time():
+    run = _bench_module("run")
+    assert run.block_size(0.06, 25, 2.0) == 2                  # ResNet-sized: the minimum
+    assert run.block_size(0.004, 25, 2.0) == 20                # 25 x 20 x 4 ms = 2 s
+    assert run.block_size(1e-5, 25, 2.0) == run.MAX_BLOCK      # capped
+    assert run.block_size(1e-5, 25, 0.0) == 2                  # --quick: no minimum
+
+
+def test_a_block_waits_for_quiet_runs_once_untimed_then_times_its_runs():
+    run = _bench_module("run")
+    calls, after = [], []
+    times, waited, quiet = run._block(lambda: calls.append(1), 3, lambda: after.append(len(calls)))
+    assert len(times) == 3 and all(t >= 0 for t in times)
+    assert len(calls) == 4                      # one untimed run first
+    assert after == [2, 3, 4]                   # called after each timed run
+    assert quiet and waited >= 0
+
+
+def test_busy_threads_sees_a_running_thread_and_the_wait_outlasts_it():
+    import threading
+    import time
+
+    import numpy as np
+
+    quiet = _bench_module("quiet")
+    a = np.ones((768, 768), np.float32)
+    stop, ids = threading.Event(), []
+
+    def work():                                 # GEMMs release the GIL: the thread runs
+        ids.append(threading.get_native_id())
+        while not stop.is_set():
+            a @ a
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        deadline, seen = time.perf_counter() + 5, False
+        while not seen and time.perf_counter() < deadline:
+            seen = bool(ids) and ids[0] in quiet.busy_threads()
+        assert seen
+        waited, got_quiet = quiet.wait_until_quiet(limit_s=0.01)
+        assert not got_quiet and waited >= 0.01
+    finally:
+        stop.set()
+        worker.join()
+    waited, got_quiet = quiet.wait_until_quiet(limit_s=5)    # BLAS workers included
+    assert got_quiet
+    assert threading.get_native_id() not in quiet.busy_threads()     # never the caller
