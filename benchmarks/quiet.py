@@ -37,9 +37,9 @@ def busy_threads() -> list[int]:
     return [int(t) for t in tids if int(t) != me and _state(t) == "R"]
 
 
-def wait_until_quiet(limit_s: float = 0.05, poll_s: float = 0.0002) -> tuple[float, bool]:
-    """Wait until :func:`busy_threads` is empty, at most ``limit_s``: (seconds waited,
-    whether it got quiet)."""
+def wait_until_quiet(limit_s: float = 0.5, poll_s: float = 0.0002) -> tuple[float, bool]:
+    """Wait until :func:`busy_threads` is empty, at most ``limit_s`` (the default outlasts
+    OpenBLAS's 0.1 s spin): (seconds waited, whether it got quiet)."""
     t0 = time.perf_counter()
     while True:
         if not busy_threads():

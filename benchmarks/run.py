@@ -130,24 +130,22 @@ def bench_model(entry: dict, rounds: int, warmup: int, cache: dict, device=None,
 #: Each round runs a block of each engine's runs back to back; a fast model's blocks
 #: grow (up to this many timed runs) until the rounds' timed runs take ``--min-seconds``.
 MAX_BLOCK = 400
-
-#: Longest wait for the other engine's threads to go idle before a block.
-QUIET_LIMIT_S = 0.5
+MIN_BLOCK = 2
 
 
 def block_size(pair_seconds: float, rounds: int, min_seconds: float) -> int:
     """Timed runs per engine per round: enough that ``rounds`` rounds of one run of each
-    engine (``pair_seconds``) add up to ``min_seconds``, at least 2, at most ``MAX_BLOCK``."""
+    engine (``pair_seconds``) add up to ``min_seconds``, from ``MIN_BLOCK`` to ``MAX_BLOCK``."""
     if min_seconds <= 0 or pair_seconds <= 0:
-        return 2
-    return max(2, min(MAX_BLOCK, math.ceil(min_seconds / (rounds * pair_seconds))))
+        return MIN_BLOCK
+    return max(MIN_BLOCK, min(MAX_BLOCK, math.ceil(min_seconds / (rounds * pair_seconds))))
 
 
 def _block(run, n: int, after=None) -> tuple[list[float], float, bool]:
     """Wait until the process's other threads are idle, run once untimed, then time ``n``
     runs back to back (calling ``after`` after each, untimed): (times, the wait, whether
     it got quiet)."""
-    waited, quiet = wait_until_quiet(QUIET_LIMIT_S)
+    waited, quiet = wait_until_quiet()
     run()
     times = []
     for _ in range(n):
@@ -292,7 +290,7 @@ def markdown(results: dict) -> str:
              f"(OpenBLAS kernels {results['machine'].get('blas_kernels', 'unknown')}; float32 GEMM "
              f"{results['machine'].get('gemm_gflops', 0):.0f} GFLOP/s at 1024^3), "
              f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, each a "
-             f"block of at least 2 timed runs of each engine after one untimed (fast models more, "
+             f"block of at least {MIN_BLOCK} timed runs of each engine after one untimed (fast models more, "
              f"until {results.get('min_seconds', 0):g} s of timed runs, up to {MAX_BLOCK}), each block "
              f"started with the other engine's threads idle; medians; "
              + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
