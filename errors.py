@@ -87,6 +87,13 @@ class ModelFormatError(AirccError):
     code = 145100
 
 
+class TargetUnavailableError(ModelFormatError):
+    """The model was compiled for a target (kernel backend, vector class) this machine
+    does not offer."""
+
+    code = 145101
+
+
 # ---------------------------------------------------------------- executor
 class DeviceOutOfMemoryError(AirccError):
     """An allocation does not fit in the virtual device's memory."""

@@ -113,7 +113,7 @@ def ops():
     """List every supported op with its opset range and kernel kind (native or fallback).
 
     Fallback kernels are the onnx reference implementations, run in the device path."""
-    from aircc.executor.kernels.fallback import fallback_ops
+    from aircc.ops.fallback import fallback_ops
     from aircc.executor.kernels.registry import all_specs
 
     rows = [(s.domain, s.name, s.since, "native") for s in all_specs()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aircc.executor.kernels.registry import op
+from .numpy_backend import NUMPY
 
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -20,23 +20,15 @@ def _scalar(a: np.ndarray):
     return np.asarray(a).reshape(-1)[0]
 
 
-def _no_infer(ctx):
-    ctx.fail("control kernels are typed by the static lowering")
-
-
 def _control(name: str):
-    def register(cls):
-        cls = op(name, since=1, domain="aircc", foldable=False)(cls)
-        cls.spec.extra["control_flow"] = True    # tested through tests/test_control_flow.py
-        return cls
-    return register
+    """Register a control kernel of the device dialect (:mod:`aircc.ops.device`); they are
+    tested through the control-flow models, not one by one."""
+    return NUMPY.kernel(name, since=1, domain="aircc")
 
 
 @_control("LoopInit")
 class LoopInit:
     """ins: M?, cond?, *initial values; outs: iteration, condition, trip count, *carried."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         m, cond, init = ins[0], ins[1], ins[2:]
@@ -50,8 +42,6 @@ class LoopInit:
 @_control("LoopCheck")
 class LoopCheck:
     """ins: iteration, condition?, trip count; outs: flag = condition and iteration < trip."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         it, cond, trip = ins
@@ -62,8 +52,6 @@ class LoopCheck:
 @_control("LoopUpdate")
 class LoopUpdate:
     """ins: iteration, condition, *carried, condition out, *carried out (written into the first)."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         n = attrs["carried"]
@@ -79,8 +67,6 @@ class LoopUpdate:
 @_control("LoopFinish")
 class LoopFinish:
     """ins: *carried; outs: the loop's results."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         for dst, src in zip(outs, ins):
@@ -90,8 +76,6 @@ class LoopFinish:
 @_control("IfInit")
 class IfInit:
     """Defines an If's results; the branch taken fills them (BranchOut)."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         return None
@@ -100,8 +84,6 @@ class IfInit:
 @_control("BranchOut")
 class BranchOut:
     """ins: *branch results, *If results (written)."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         n = len(ins) // 2
@@ -113,8 +95,6 @@ class BranchOut:
 @_control("ScanInit")
 class ScanInit:
     """ins: *initial states; outs: iteration, trip (= scan length), *states, *slices, *scan outputs."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         outs[0][...] = 0
@@ -129,8 +109,6 @@ class ScanSlice:
 
     It runs on the home stream before the body streams are released, so the
     slices are in place before any body task reads them."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         m = (len(ins) - 1) // 2
@@ -145,8 +123,6 @@ class ScanSlice:
 @_control("ScanUpdate")
 class ScanUpdate:
     """ins: iteration, *states, *scan outputs, *body states, *body scan values (written into the first)."""
-    infer = staticmethod(_no_infer)
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws):
         n, k = attrs["states"], attrs["scans"]

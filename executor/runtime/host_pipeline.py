@@ -135,7 +135,7 @@ class RunState:
         if node["op"] in ("Shape", "Size"):
             ctx.values[0] = shape_only(self.types[node["inputs"][0]])
         if not spec.native:     # a fallback op on the host: run it as is (sequences, strings)
-            from aircc.executor.kernels.fallback import value_type
+            from aircc.ops.fallback import value_type
 
             for name, value in zip(node["outputs"], spec.extra["run"](ctx.values, node["attrs"],
                                                                        len(node["outputs"]))):

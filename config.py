@@ -1,0 +1,110 @@
+"""Every environment variable aircc honours, read in one place.
+
+Defaults of the compile and of the runtime come from here; no other module
+reads ``os.environ``.  :func:`settings` reads the environment when first asked
+and keeps the result (:func:`reload` reads it again, for a program that changes
+its environment on purpose).  An invalid value raises the error of the thing it
+configures, naming the variable.
+
+=============================  ==========================================================
+``AIRCC_TARGET``               default ``aircc compile --target`` (``native``, ``cpu-avx2``,
+                               ``cpu-avx512``); default ``native``
+``AIRCC_VECTOR_CLASS``         older spelling: ``avx2`` or ``avx512`` selects ``cpu-<class>``
+                               when ``AIRCC_TARGET`` is not set
+``AIRCC_BLAS``                 ``numpy``: the numpy backend's GEMM with accumulate computes
+                               with numpy alone instead of calling its CBLAS
+``AIR_DEVICE_MEMORY``          capacity of a new virtual device (``512M``, ``8G``); default 8G
+``AIR_DEVICE_CPUS``            CPUs a new device's stream workers run on (``0``, ``0-1``)
+``AIR_RUNTIME_CORE_NUMBER``    dynamic models' host threads: 1 or 3 (default 3)
+=============================  ==========================================================
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from aircc.errors import CompileOptionError, DeviceError, InputError
+
+DEFAULT_DEVICE_MEMORY = 8 << 30
+
+#: Every variable read here, with what it sets (``aircc --help`` and the README list them).
+VARIABLES = {
+    "AIRCC_TARGET": "default compile target",
+    "AIRCC_VECTOR_CLASS": "older spelling of the target: avx2 or avx512 selects cpu-<class>",
+    "AIRCC_BLAS": "numpy: GEMM with accumulate in numpy alone, not numpy's CBLAS",
+    "AIR_DEVICE_MEMORY": "capacity of a new virtual device (default 8G)",
+    "AIR_DEVICE_CPUS": "CPUs a new device's stream workers run on (default: not pinned)",
+    "AIR_RUNTIME_CORE_NUMBER": "dynamic models' host threads, 1 or 3 (default 3)",
+}
+
+
+def parse_bytes(text: str) -> int:
+    """``"512M"``, ``"4G"``, ``"1048576"`` -> bytes; ValueError when it is not a size."""
+    raw = text
+    text = text.strip().upper().rstrip("B").rstrip("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if text and text[-1] in scale:
+            value = int(float(text[:-1]) * scale[text[-1]])
+        else:
+            value = int(text)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a size (e.g. 512M, 8G or a number of bytes)") from None
+    if value <= 0:
+        raise ValueError(f"{raw!r} is not a positive size")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The defaults the environment sets."""
+
+    target: str = "native"
+    blas: str = "cblas"
+    """``cblas`` (numpy's own CBLAS) or ``numpy``."""
+    device_memory: int = DEFAULT_DEVICE_MEMORY
+    device_cpus: str | None = None
+    runtime_core_number: int = 3
+
+
+def _read(env) -> Settings:
+    target = env.get("AIRCC_TARGET") or None
+    if target is None and env.get("AIRCC_VECTOR_CLASS"):
+        cls = env["AIRCC_VECTOR_CLASS"]
+        if cls not in ("avx2", "avx512"):
+            raise CompileOptionError(f"AIRCC_VECTOR_CLASS={cls!r} is not a vector class; "
+                                     f"known: avx2, avx512")
+        target = f"cpu-{cls}"
+    blas = (env.get("AIRCC_BLAS") or "cblas").lower()
+    if blas not in ("cblas", "numpy"):
+        raise CompileOptionError(f"AIRCC_BLAS={env['AIRCC_BLAS']!r}: expected 'numpy' (or unset)")
+    memory = DEFAULT_DEVICE_MEMORY
+    if env.get("AIR_DEVICE_MEMORY"):
+        try:
+            memory = parse_bytes(env["AIR_DEVICE_MEMORY"])
+        except ValueError as e:
+            raise DeviceError(f"AIR_DEVICE_MEMORY: {e}") from None
+    cores = env.get("AIR_RUNTIME_CORE_NUMBER") or "3"
+    if cores.strip() not in ("1", "3"):
+        raise InputError(f"AIR_RUNTIME_CORE_NUMBER={cores!r}: must be 1 (sequential) or 3 (pipelined)")
+    return Settings(target=target or "native", blas=blas, device_memory=memory,
+                    device_cpus=env.get("AIR_DEVICE_CPUS") or None,
+                    runtime_core_number=int(cores))
+
+
+_settings: Settings | None = None
+
+
+def settings() -> Settings:
+    """The settings of this process's environment (read once)."""
+    global _settings
+    if _settings is None:
+        _settings = _read(os.environ)
+    return _settings
+
+
+def reload() -> Settings:
+    """Read the environment again (after a program changed it on purpose)."""
+    global _settings
+    _settings = None
+    return settings()

@@ -1,0 +1,231 @@
+"""Kernel backends: named sets of kernels, found by the compile target.
+
+A kernel backend is a registry, not a branch: it maps (domain, op, since) to a
+:class:`KernelImpl` (the kernel, its tiling function and its ``prepare``
+hook), says which weight layout it wants for an op (the compiler's
+``pack-weights`` pass asks), and names the vector classes it can be tuned for.
+The op's definition (shape rule, traits) stays in :mod:`aircc.ops.registry`;
+the backend only runs it.
+
+Backends are plugins: a package declares one under the entry-point group
+``aircc.kernel_backends`` (aircc's own numpy backend is declared in its
+``pyproject.toml``), and :func:`kernel_backend` loads it by name the first time a
+compile or a load asks for it.  Neither the compiler nor the runtime imports a
+backend's module.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
+
+import numpy as np
+
+from aircc.errors import CompileOptionError, UnsupportedOpError
+
+from .types import TensorType
+
+if TYPE_CHECKING:
+    from .targets import Target
+
+ENTRY_POINT_GROUP = "aircc.kernel_backends"
+
+Kernel = Callable[[list, list, dict, dict, Optional[np.ndarray]], None]
+"""``kernel(ins, outs, attrs, tiling, workspace)``: reads ``ins``, writes ``outs`` in place."""
+Tiling = Callable[[list, dict, "Target"], dict]
+"""``tiling(input_types, attrs, target) -> dict``: shape-dependent launch data, msgpack-able;
+may set ``workspace`` (bytes of scratch the kernel needs)."""
+Prepare = Callable[..., Optional[Callable[[], None]]]
+"""``prepare(ins, outs, attrs, tiling, workspace, constant, prepared=None) -> run() | None``:
+the kernel bound once to operands that stay where they are (a static task, a replayed
+launch), with whatever follows from their shapes and from the inputs ``constant`` marks
+(weights) worked out ahead; ``run()`` then does only the arithmetic.  An operand derived
+from weights goes in device memory through ``prepared``.  None: this use is left to
+``kernel``."""
+LayoutRule = Callable[[list, dict, "Target"], str]
+"""``layout(input_types, attrs, target) -> weight layout name`` the backend wants."""
+
+
+@dataclass
+class KernelImpl:
+    """One backend's kernel for one version range of one op."""
+
+    op: str
+    since: int
+    domain: str = ""
+    kernel: Optional[Kernel] = None
+    tiling: Optional[Tiling] = None
+    prepare: Optional[Prepare] = None
+    native: bool = True
+    """False for the fallback kernel (onnx's reference implementation in device memory)."""
+
+    def tile(self, types: list, attrs: dict, target: "Target") -> dict:
+        """The tiling data for these input types ({} for a kernel without tiling)."""
+        return self.tiling(types, attrs, target) if self.tiling is not None else {}
+
+
+class KernelBackend:
+    """A named set of kernels (see the module doc)."""
+
+    def __init__(self, name: str, description: str, vector_classes: tuple[str, ...],
+                 loader: Callable[[], None] | None = None,
+                 fallback: Callable[[str, int | None, str], Optional[KernelImpl]] | None = None,
+                 host_vector_class: Callable[[], str] | None = None):
+        self.name = name
+        self.description = description
+        self.vector_classes = tuple(vector_classes)
+        """The classes of vector instructions this backend has tunings for."""
+        self._loader = loader
+        self._fallback = fallback
+        self._host_vector_class = host_vector_class
+        self._impls: dict[tuple[str, str], list[KernelImpl]] = {}
+        self._layouts: dict[tuple[str, str], LayoutRule] = {}
+        self._loaded = loader is None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"KernelBackend({self.name!r})"
+
+    # ------------------------------------------------------------ registering
+    def register(self, impl: KernelImpl) -> KernelImpl:
+        versions = self._impls.setdefault((impl.domain, impl.op), [])
+        if any(i.since == impl.since for i in versions):
+            raise ValueError(f"backend {self.name}: kernel {impl.op}-{impl.since} registered twice")
+        versions.append(impl)
+        versions.sort(key=lambda i: i.since)
+        return impl
+
+    def kernel(self, op: str, since: int = 1, domain: str = ""):
+        """Class decorator: register the class's ``kernel``, ``tiling`` and ``prepare``
+        static methods as this backend's kernel for ``op`` from opset ``since``."""
+
+        def register(cls):
+            cls.impl = self.register(KernelImpl(op, since, domain,
+                                                getattr(cls, "kernel", None),
+                                                getattr(cls, "tiling", None),
+                                                getattr(cls, "prepare", None)))
+            return cls
+
+        return register
+
+    def layout(self, op: str, domain: str = ""):
+        """Decorator: the rule that picks the weight layout this backend wants for ``op``."""
+
+        def register(rule: LayoutRule) -> LayoutRule:
+            self._layouts[(domain, op)] = rule
+            return rule
+
+        return register
+
+    # ------------------------------------------------------------ looking up
+    def load(self) -> "KernelBackend":
+        """Import the backend's kernel modules (once)."""
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    self._loaded = True
+                    self._loader()                      # type: ignore[misc]
+        return self
+
+    def impl(self, op: str, version: int | None = None, domain: str = "", node: str = "",
+             fallback: bool = False) -> KernelImpl:
+        """The kernel for ``op`` at opset ``version`` (newest ``since`` at or below it);
+        ``fallback=True``, or an op with no native kernel, gets the fallback kernel."""
+        self.load()
+        domain = "" if domain == "ai.onnx" else domain
+        versions = self._impls.get((domain, op))
+        if (fallback or not versions) and self._fallback is not None:
+            found = self._fallback(op, version, domain)
+            if found is not None:
+                return found
+        if not versions:
+            raise UnsupportedOpError(op, domain, version, node,
+                                     reason=f"kernel backend '{self.name}' has no kernel for it",
+                                     known=self.native_ops())
+        if version is None or version <= 0:
+            return versions[-1]
+        chosen = None
+        for i in versions:
+            if i.since <= version:
+                chosen = i
+        if chosen is None:
+            raise UnsupportedOpError(op, domain, version, node,
+                                     reason=f"backend '{self.name}' has kernels from version "
+                                            f"{versions[0].since}")
+        return chosen
+
+    def weight_layout(self, op: str, types: list[TensorType | None], attrs: dict,
+                      target: "Target", domain: str = "") -> str | None:
+        """The weight layout the backend wants for this use of ``op``; None: no preference."""
+        self.load()
+        rule = self._layouts.get((domain, op))
+        return None if rule is None else rule(types, attrs, target)
+
+    def native_ops(self) -> list[str]:
+        self.load()
+        return sorted({op for (_, op) in self._impls})
+
+    def all_impls(self) -> list[KernelImpl]:
+        self.load()
+        return [i for versions in self._impls.values() for i in versions]
+
+    def host_vector_class(self) -> str:
+        """The vector class this backend's kernels run with on this machine."""
+        return self._host_vector_class() if self._host_vector_class else self.vector_classes[0]
+
+
+_BACKENDS: dict[str, KernelBackend] = {}
+_discovered = False
+_registry_lock = threading.Lock()
+
+
+def register_backend(backend: KernelBackend) -> KernelBackend:
+    """Make ``backend`` known by its name (plugins found by entry point are added too)."""
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def _discover() -> None:
+    global _discovered
+    with _registry_lock:
+        if _discovered:
+            return
+        _discovered = True
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name not in _BACKENDS:
+                _BACKENDS[ep.name] = _EntryPoint(ep)      # loaded on first use
+
+
+class _EntryPoint:
+    """A declared backend not imported yet."""
+
+    def __init__(self, ep):
+        self.ep = ep
+
+    def load(self) -> KernelBackend:
+        backend = self.ep.load()
+        if not isinstance(backend, KernelBackend):
+            raise CompileOptionError(f"entry point '{self.ep.name}' of group {ENTRY_POINT_GROUP} "
+                                     f"({self.ep.value}) is not a KernelBackend")
+        return backend
+
+
+def available_backends() -> list[str]:
+    """Names of the kernel backends installed (registered, or declared by entry point)."""
+    _discover()
+    return sorted(_BACKENDS)
+
+
+def kernel_backend(name: str) -> KernelBackend:
+    """The kernel backend called ``name``, loaded; CompileOptionError naming the installed
+    ones when there is none."""
+    _discover()
+    found = _BACKENDS.get(name)
+    if found is None:
+        raise CompileOptionError(f"no kernel backend '{name}' is installed; installed: "
+                                 f"{', '.join(available_backends()) or 'none'}")
+    if isinstance(found, _EntryPoint):
+        found = _BACKENDS[name] = found.load()
+    return found.load()
