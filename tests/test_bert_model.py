@@ -20,7 +20,7 @@ import pytest
 from onnx import numpy_helper
 
 import aircc
-from conftest import SAMPLES
+from testdata import SAMPLES
 
 _spec = importlib.util.spec_from_file_location("bert_encoder",
                                                os.path.join(SAMPLES, "bert_encoder.py"))

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from aircc.cli.airrun_cmd import main as airrun
 from aircc.cli.aircc_cmd import main as aircc_cli
-from conftest import SAMPLES
+from testdata import SAMPLES
 
 
 def _compile(tmp_path, *extra):

@@ -11,7 +11,7 @@ from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.errors import CompileOptionError, InputError, KernelError
 from aircc.formats import dump_om, load_om
 from bert_encoder import build_bert_encoder, make_inputs
-from conftest import SAMPLES, light_path, random_feeds
+from testdata import SAMPLES, light_path, random_feeds
 from graphs import model, tensor
 
 SHAPES = [(1, 16), (4, 64), (8, 128), (3, 7)]

@@ -292,7 +292,7 @@ def test_batchnorm_scale_moves_into_the_next_convs_weights():
 
 
 def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
-    from conftest import light_path
+    from testdata import light_path
 
     r = aircc.compile(light_path("resnet50")).report
     assert r["fused_conv_batchnorm"] == 53 and r["fused_epilogues"] > 40

@@ -13,7 +13,7 @@ from aircc.compiler.passes.infer_shapes import infer_shapes
 from aircc.compiler.passes.pipeline import run_pipeline
 from aircc.errors import ModelImportError, VerificationError
 from graphs import const, diamond, model, tensor
-from conftest import light_path
+from testdata import light_path
 
 
 def test_import_keeps_weights_listed_as_inputs_as_constants():

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 
 import aircc
 from aircc.formats import load_om
-from conftest import LIGHT_DIR, LIGHT_MODELS, light_path, random_feeds
+from testdata import LIGHT_DIR, LIGHT_MODELS, light_path, random_feeds
 from schedule_check import overlapping_live_buffers, unordered_dependencies
 
 #: Models whose output is a Softmax of logits too large for float32 to rank: the light

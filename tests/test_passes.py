@@ -15,7 +15,7 @@ from aircc.compiler.passes.infer_shapes import infer_shapes
 from aircc.compiler.passes.pipeline import PASSES, get_pass, run_pipeline
 from aircc.compiler.passes.remove_identity import remove_identity
 from aircc.errors import PassError, ShapeInferenceError, UnsupportedOpError
-from conftest import LIGHT_MODELS, light_path
+from testdata import LIGHT_MODELS, light_path
 from graphs import const, diamond, model, run_ir, tensor
 
 

@@ -13,7 +13,7 @@ from aircc.executor.device.device import VirtualDevice, parse_bytes
 from aircc.executor.device.memory import DeviceMemory
 from aircc.executor.device.stream import Event, Stream
 from aircc.executor.runtime.feeds import exact_feeds
-from conftest import SAMPLES
+from testdata import SAMPLES
 from graphs import diamond
 
 

@@ -15,7 +15,7 @@ from aircc.compiler.schedule.events import insert_events
 from aircc.compiler.schedule.memcpy import insert_memcpy
 from aircc.compiler.schedule.streams import assign_streams
 from aircc.errors import CompileOptionError
-from conftest import light_path
+from testdata import light_path
 from graphs import diamond
 from schedule_check import data_dependencies, unordered_dependencies
 
@@ -52,7 +52,7 @@ def test_parallel_branches_get_their_own_streams():
 def test_gemm_branches_stay_with_a_predecessor_unless_asked():
     """The matrix engine spans every core: a Conv-led branch on a stream of its own only
     queues for it, so by default only the MaxPool branch of the sample gets a stream."""
-    from conftest import SAMPLES
+    from testdata import SAMPLES
 
     def ops_per_stream(**kw):
         om = aircc.compile(f"{SAMPLES}/branches.onnx", min_branch_bytes=0, **kw).om

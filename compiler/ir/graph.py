@@ -9,57 +9,17 @@ Subgraph bodies (If/Loop/Scan) live in ``Node.regions``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Iterator
 
 import numpy as np
 
-Dim = Union[int, str]
+from aircc.ops.types import Dim, TensorType, is_host_only  # noqa: F401  (the IR's types)
 
 #: Ops with side effects: dead-code elimination never removes them, even
 #: though they produce no value anybody reads.
 SIDE_EFFECT_OPS = frozenset({"EventRecord", "EventWait", "MemcpyH2D", "MemcpyD2H",
                              "Label", "Goto", "StreamSwitch", "LoopUpdate", "BranchOut",
                              "ScanSlice", "ScanUpdate"})
-
-
-def is_host_only(dtype: str) -> bool:
-    """Strings (numpy ``object``) and sequences (``sequence:<elem>``) live on the host only."""
-    return dtype == "object" or dtype.startswith("sequence:")
-
-
-@dataclass(frozen=True)
-class TensorType:
-    """The static type of a value."""
-
-    dtype: str
-    """numpy dtype name, e.g. ``float32`` or ``int64``."""
-    shape: tuple[Dim, ...] | None
-    """Dims as ints (known) or strings (symbols); ``None`` when the rank is unknown."""
-
-    @property
-    def rank(self) -> int | None:
-        return None if self.shape is None else len(self.shape)
-
-    @property
-    def is_static(self) -> bool:
-        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
-
-    @property
-    def numel(self) -> int:
-        if not self.is_static:
-            raise ValueError(f"numel of a non-static shape {self.shape}")
-        n = 1
-        for d in self.shape:  # type: ignore[union-attr]
-            n *= d
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * np.dtype(self.dtype).itemsize
-
-    @staticmethod
-    def of(array: np.ndarray) -> "TensorType":
-        return TensorType(array.dtype.name, tuple(int(d) for d in array.shape))
 
 
 @dataclass(eq=False)

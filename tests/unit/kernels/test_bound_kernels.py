@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.kernels.registry import lookup
@@ -185,9 +184,8 @@ def test_static_tasks_bound_through_prepare_run_again_and_again(device):
     Mul, whose bound call is the bare ufunc returning its output, runs in a static program
     twice."""
     import aircc
-    from onnx import helper
-
     from graphs import const, model, tensor
+    from onnx import helper
 
     w = _r(3, 8)
     m = model([helper.make_node("Mul", ["x", "W"], ["y"])], [tensor("x", [3, 8])],

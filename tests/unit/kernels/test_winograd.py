@@ -2,17 +2,16 @@
 float64 convolution, the bound (prepared) form, and compiled models against onnxruntime."""
 from __future__ import annotations
 
+import aircc
 import numpy as np
 import onnxruntime as ort
 import pytest
-from numpy.lib.stride_tricks import sliding_window_view
-from onnx import helper
-
-import aircc
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.kernels import winograd
 from aircc.executor.kernels.conv import Conv
 from graphs import const, model, tensor
+from numpy.lib.stride_tricks import sliding_window_view
+from onnx import helper
 
 RNG = np.random.default_rng(11)
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 import threading
 import time
 
+import aircc
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper
-from onnx.reference import ReferenceEvaluator
-
-import aircc
 from aircc.compiler.ir.graph import TensorType
 from aircc.errors import ShapeInferenceError
 from aircc.executor.device.device import VirtualDevice
@@ -19,6 +16,8 @@ from aircc.executor.kernels import conv as conv_kernel
 from aircc.executor.kernels.conv import Conv
 from aircc.executor.kernels.registry import InferContext
 from graphs import const, model, tensor
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(7)
 

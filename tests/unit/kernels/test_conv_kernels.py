@@ -1,0 +1,177 @@
+"""Kernel tests, Conv: our shape rule, tiling and kernel against onnx's ReferenceEvaluator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from aircc.errors import ShapeInferenceError
+from aircc.ops import InferContext, TensorType, op_def
+from kernel_harness import BACKEND, TARGET, T, check, infer, ints, rand
+
+CONV_CASES = [
+    # (x shape, w shape, attrs)
+    ((1, 3, 9, 9), (4, 3, 3, 3), {}),
+    ((2, 3, 9, 9), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 10, 11), (5, 3, 3, 2), {"pads": [1, 0, 2, 1], "strides": [2, 3]}),
+    ((1, 4, 11, 11), (6, 4, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 8, 7, 7), (6, 8, 1, 1), {}),                       # pointwise
+    ((2, 8, 7, 7), (6, 4, 1, 1), {"group": 2}),             # grouped pointwise
+    ((1, 8, 7, 7), (8, 2, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((2, 6, 9, 9), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 4, 9, 9), (8, 1, 3, 3), {"group": 4}),             # channel multiplier 2
+    ((1, 3, 10, 10), (4, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 10, 10), (4, 3, 4, 4), {"auto_pad": "SAME_LOWER", "strides": [3, 3]}),
+    ((1, 3, 10, 10), (4, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 2]}),
+    ((1, 3, 8, 8), (4, 3, 1, 1), {"strides": [2, 2]}),
+    ((1, 3, 8, 8), (4, 3, 1, 1), {"pads": [1, 1, 1, 1]}),
+    ((2, 3, 20), (4, 3, 5), {"pads": [2, 2], "strides": [2]}),  # 1-D
+    ((1, 2, 5, 6, 7), (3, 2, 2, 3, 3), {"pads": [1, 1, 1, 0, 1, 1]}),  # 3-D
+    ((1, 2, 5, 5), (3, 2, 3, 3), {"kernel_shape": [3, 3], "pads": [0, 1, 0, 1]}),
+    ((1, 3, 13, 12), (4, 3, 3, 3), {"dilations": [2, 2], "strides": [2, 2], "pads": [1, 2, 2, 1]}),
+    ((1, 3, 13, 12), (4, 3, 5, 3), {"dilations": [1, 2], "strides": [1, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 4, 11, 11), (4, 1, 3, 3), {"group": 4, "dilations": [2, 2], "strides": [2, 2],
+                                    "pads": [1, 1, 1, 1]}),
+    ((1, 4, 11, 11), (4, 1, 5, 5), {"group": 4, "strides": [3, 3], "pads": [2, 2, 2, 2]}),
+    ((1, 6, 10, 10), (6, 1, 3, 1), {"group": 6, "pads": [1, 0, 1, 0]}),
+    ((1, 8, 9, 9), (4, 8, 1, 1), {"strides": [2, 2]}),
+    ((1, 3, 15, 15), (2, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    ((1, 6, 8), (6, 1, 3), {"group": 6, "pads": [1, 1]}),  # 1-D depthwise
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("xs,wsh,attrs", CONV_CASES)
+def test_conv(xs, wsh, attrs, bias):
+    inputs = [rand(*xs), rand(*wsh)]
+    if bias:
+        inputs.append(rand(wsh[0]))
+    check("Conv", inputs, attrs, opset=11, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_blocks(monkeypatch):
+    """The im2col block split (several row blocks) gives the same result."""
+    import aircc.executor.kernels.conv as conv
+    monkeypatch.setattr(conv, "BLOCK_BYTES", 4096)
+    inputs = [rand(2, 5, 17, 13), rand(4, 5, 3, 3), rand(4)]
+    t = conv.Conv.tiling([TensorType.of(a) for a in inputs], {"pads": [1, 1, 1, 1]})
+    assert t["rows"] < t["out"][0]
+    check("Conv", inputs, {"pads": [1, 1, 1, 1]}, opset=11, rtol=1e-4, atol=1e-5)
+
+
+def test_separable_pools_in_channel_blocks(monkeypatch):
+    """Separable pools run a block of channels at a time: several blocks (and a last,
+    shorter one) give the reference result, padded or not, max and average.  A strided
+    column pass combines its taps at every column in a scratch block (contiguous passes),
+    then picks the outputs; the border columns, where a tap falls in the padding or would
+    wrap into the next row, come out right (float and int8, odd and even widths)."""
+    import aircc.executor.kernels.pool as pool
+    monkeypatch.setattr(pool, "POOL_BLOCK_BYTES", 3 * 11 * 11 * 4)
+    x = rand(2, 4, 11, 11)
+    for op, attrs in (("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}),
+                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [0, 1, 0, 1]}),
+                      ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+                      ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 1, 0, 0]})):
+        t = getattr(pool, op).tiling([TensorType.of(x)], attrs)
+        assert t["mode"] == "separable" and t["block"] == 3
+        assert bool(t["scratch_off"]) == (attrs["strides"][1] > 1)
+        check(op, [x], attrs, opset=11, rtol=1e-5, atol=1e-6)
+    for xs in ((1, 2, 12, 12), (1, 2, 13, 9)):
+        for pads in ([0, 0, 1, 1], [1, 1, 1, 1]):
+            check("MaxPool", [ints(*xs, dtype=np.int8)], {"kernel_shape": [3, 3], "strides": [2, 2],
+                  "pads": pads}, opset=12, engine="ort")
+
+
+def test_unpadded_pools_on_big_planes_run_flat(monkeypatch):
+    """Unpadded pools on big planes reduce whole planes (a window at every input position,
+    then a strided pick): several blocks of channels (and a shorter last one), square and
+    oblong windows and strides, max and average, all equal onnxruntime; padded windows
+    keep the separable mode."""
+    import aircc.executor.kernels.pool as pool
+    monkeypatch.setattr(pool, "FLAT_MIN_PLANE", 64)
+    monkeypatch.setattr(pool, "FLAT_BLOCK_BYTES", 2 * 13 * 11 * 4)
+    x = rand(1, 5, 13, 11)
+    for attrs in ({"kernel_shape": [3, 3], "strides": [2, 2]},
+                  {"kernel_shape": [2, 3], "strides": [3, 1]},
+                  {"kernel_shape": [1, 4], "strides": [1, 2]},
+                  {"kernel_shape": [5, 1], "strides": [2, 3]}):
+        for op in ("MaxPool", "AveragePool"):
+            t = getattr(pool, op).tiling([TensorType.of(x)], attrs)
+            assert t["mode"] == "flat" and t["block"] == 2
+            check(op, [x], attrs, opset=11, engine="ort")
+    padded = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    assert pool.MaxPool.tiling([TensorType.of(x)], padded)["mode"] == "separable"
+
+
+@pytest.mark.parametrize("width, exact", [(11, False), (5, True)])
+def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch, width, exact):
+    """The im2col (``wide``) mode with one group puts the bias in the GEMM (a row of ones)
+    and stores through a fused Relu; with groups, no bias, or a residual after it, the
+    bias and Relu are separate passes.  A narrow output (5 wide: rows of the phase layout
+    7 wide) gathers exact columns and the GEMM writes Y itself.  Every variant, in several
+    row blocks, called directly and bound once with constant weights (``prepare``), equals
+    the reference convolution, and the fused forms the plain one followed by Relu."""
+    import aircc.executor.kernels.conv as conv
+    monkeypatch.setattr(conv, "BLOCK_BYTES", 2000)
+    x = rand(2, 4, 9, width)
+    for group, with_bias, extra in ((1, True, False), (1, False, False), (2, True, False),
+                                    (1, True, True)):
+        w, b = rand(6, 4 // group, 3, 3), rand(6)
+        ins = [x, w] + ([b] if with_bias else [])
+        attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1], "group": group}
+        t = conv.Conv.tiling([TensorType.of(a) for a in ins], attrs)
+        assert t["mode"] == "wide" and t["rows"] < t["out"][0] and t["exact"] == exact
+        check("Conv", ins, attrs, opset=11, rtol=1e-4, atol=1e-5)
+        plain = np.empty((2, 6, *t["out"]), np.float32)
+        conv.Conv.kernel(ins, [plain], attrs, t, None)
+        res = rand(*plain.shape)
+        fused_ins = ins + ([b if with_bias else None] if extra and len(ins) < 3 else []) \
+            + ([res] if extra else [])
+        fused_attrs = {**attrs, "fused_relu": 1, **({"fused_add": 1} if extra else {})}
+        got = np.empty_like(plain)
+        conv.Conv.kernel(fused_ins, [got], fused_attrs, t, None)
+        want = np.maximum(plain + (res if extra else 0), 0)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        ws = np.empty(t["workspace"], np.uint8)
+        bound = conv.Conv.prepare(fused_ins, [got], fused_attrs, t, ws,
+                                  [False, True, True, False][:len(fused_ins)])
+        got[...] = np.nan
+        bound()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_depthwise_channel_blocks(monkeypatch):
+    """Depthwise convolution over several channel blocks gives the same result."""
+    import aircc.executor.kernels.conv as conv
+    monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 4096)
+    inputs = [rand(2, 7, 12, 12), rand(7, 1, 3, 3), rand(7)]
+    attrs = {"group": 7, "pads": [1, 1, 1, 1], "strides": [2, 2]}
+    t = conv.Conv.tiling([TensorType.of(a) for a in inputs], attrs)
+    assert t["mode"] == "depthwise_wide" and 1 < t["chunk"] < 7
+    check("Conv", inputs, attrs, opset=11, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_dtypes_and_no_tiling():
+    x, w = rand(1, 4, 7, 7, dtype=np.float64), rand(6, 2, 3, 3, dtype=np.float64)
+    check("Conv", [x, w], {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 2]}, opset=11,
+          rtol=1e-10, atol=1e-12)
+    # called without tiling/workspace (e.g. constant folding): computes them on the spot
+    definition, impl = op_def("Conv", 11), BACKEND.impl("Conv", 11)
+    attrs = {"pads": [1, 1, 1, 1]}
+    x, w = rand(2, 3, 6, 6), rand(4, 3, 3, 3)
+    (t,) = definition.infer(InferContext([TensorType.of(x), TensorType.of(w)], attrs, [None, None]))
+    y = np.full(t.shape, np.nan, np.float32)
+    impl.kernel([x, w], [y], attrs, {}, None)
+    y2 = np.full(t.shape, np.nan, np.float32)
+    til = impl.tile([TensorType.of(x), TensorType.of(w)], attrs, TARGET)
+    impl.kernel([x, w], [y2], attrs, til, np.empty(til["workspace"], np.uint8))
+    np.testing.assert_array_equal(y, y2)
+
+
+def test_conv_symbolic():
+    (t,) = infer("Conv", [T(("N", 3, 224, 224)), T((64, 3, 7, 7))],
+                 {"strides": [2, 2], "pads": [3, 3, 3, 3]})
+    assert t.shape == ("N", 64, 112, 112)
+    (t,) = infer("Conv", [T(("N", 3, "H", 10)), T((8, 3, 3, 3))])
+    assert t.shape[:2] == ("N", 8) and isinstance(t.shape[2], str) and t.shape[3] == 8
+    with pytest.raises(ShapeInferenceError):
+        infer("Conv", [T((1, 4, 8, 8)), T((8, 3, 3, 3))])

@@ -1,0 +1,128 @@
+"""Kernel tests, data movement: concat, split, slice, gather, expand, pad: our shape rule, tiling and kernel against onnx's ReferenceEvaluator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from aircc.errors import ShapeInferenceError
+from kernel_harness import RNG, T, check, infer, ints, rand, run_ours
+
+
+def test_concat():
+    check("Concat", [rand(2, 3), rand(2, 1), rand(2, 4)], {"axis": 1}, opset=13)
+    check("Concat", [rand(2, 3), rand(1, 3)], {"axis": -2}, opset=13)
+    check("Concat", [ints(2, 3)], {"axis": 0}, opset=4)
+    check("Concat", [rand(2, 3, 1), rand(2, 3, 0)], {"axis": 2}, opset=13)
+    (t,) = infer("Concat", [T(("N", 3)), T(("N", 5))], {"axis": 1})
+    assert t.shape == ("N", 8)
+    with pytest.raises(ShapeInferenceError):
+        infer("Concat", [T((2, 3)), T((3, 3))], {"axis": 1})
+
+
+def test_split():
+    x = rand(6, 4)
+    check("Split", [x], {"axis": 0}, opset=11, n_out=3)
+    check("Split", [x], {"axis": 1, "split": [1, 3]}, opset=11, n_out=2)
+    check("Split", [x, np.array([2, 4], np.int64)], opset=13, n_out=2)
+    check("Split", [x], {"axis": -1}, opset=13, n_out=2)
+    check("Split", [rand(7, 2)], {"num_outputs": 3}, opset=18, n_out=3)
+    check("Split", [x, np.array([1, 1, 4], np.int64)], opset=18, n_out=3)
+    with pytest.raises(ShapeInferenceError):
+        infer("Split", [T((7, 2))], opset=13, n_out=2)
+
+
+SLICE_CASES = [
+    ([0, 1], [2, 3], [0, 1], None),
+    ([1], [-1], [1], None),
+    ([-3, 0], [100, 10], [0, 2], [1, 2]),
+    ([5, 4], [-100, 0], [0, 1], [-1, -2]),
+    ([2], [2 ** 63 - 1], [2], [1]),
+    ([0], [-(2 ** 63)], [0], [-1]),
+    ([0, 0, 0], [3, 4, 5], None, None),
+    ([3], [1], [0], None),
+]
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", SLICE_CASES)
+def test_slice(starts, ends, axes, steps):
+    x = rand(6, 5, 7)
+    arr = lambda v: None if v is None else np.array(v, np.int64)  # noqa: E731
+    inputs = [x, arr(starts), arr(ends), arr(axes), arr(steps)]
+    while inputs[-1] is None:
+        inputs.pop()
+    check("Slice", inputs, opset=13)
+    if steps is None:
+        attrs = {"starts": starts, "ends": ends, **({} if axes is None else {"axes": axes})}
+        _, (y,) = run_ours("Slice", [x], attrs, opset=9)
+        sl = [slice(None)] * 3
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            sl[axes[i] if axes else i] = slice(s, e)
+        np.testing.assert_array_equal(y, x[tuple(sl)])
+
+
+def test_slice_symbolic():
+    (t,) = infer("Slice", [T(("N", 10)), T((1,), "int64"), T((1,), "int64"),
+                           T((1,), "int64")], opset=13,
+                 values=[None, np.array([2]), np.array([5]), np.array([1])])
+    assert t.shape == ("N", 3)
+    (t,) = infer("Slice", [T(("N", 10)), T((1,), "int64"), T((1,), "int64")], opset=13,
+                 values=[None, np.array([0]), np.array([2 ** 63 - 1])])
+    assert t.shape == ("N", 10)
+    (t,) = infer("Slice", [T((4, 10)), T((1,), "int64"), T((1,), "int64"), T((1,), "int64")],
+                 opset=13, values=[None, None, None, np.array([1])])
+    assert t.shape[0] == 4 and isinstance(t.shape[1], str)
+
+
+def test_gather():
+    x = rand(5, 4, 3)
+    check("Gather", [x, np.array([0, 4, -1], np.int64)], opset=13)
+    check("Gather", [x, np.array([[1, 2], [0, -2]], np.int32)], {"axis": 1}, opset=13)
+    check("Gather", [x, np.array(2, np.int64)], {"axis": -1}, opset=13)
+    check("Gather", [ints(5), np.array([[1], [3]], np.int64)], opset=1)
+    check("GatherElements", [x, RNG.integers(-3, 3, size=(5, 4, 2))], {"axis": 2}, opset=13)
+
+
+def test_expand_tile():
+    check("Expand", [rand(3, 1), np.array([2, 1, 4], np.int64)], opset=13)
+    check("Expand", [rand(2, 3), np.array([3], np.int64)], opset=8)
+    check("Expand", [ints(1), np.array([2, 2], np.int64)], opset=13)
+    check("Tile", [rand(2, 3), np.array([2, 3], np.int64)], opset=13)
+    check("Tile", [ints(2, 1, 3), np.array([1, 4, 2], np.int64)], opset=6)
+    (t,) = infer("Tile", [T(("N", 3)), T((2,), "int64")], values=[None, np.array([1, 2])])
+    assert t.shape == ("N", 6)
+    (t,) = infer("Expand", [T(("N", 1)), T((2,), "int64")], values=[None, np.array([1, 5])])
+    assert t.shape == ("N", 5)
+
+
+PAD_CASES = [
+    ([1, 2, 0, 3], "constant"), ([0, 0, 2, 1], "reflect"), ([2, 1, 1, 2], "edge"),
+    ([1, -1, -1, 2], "constant"), ([0, 1, 0, 0], "reflect"),
+]
+
+
+@pytest.mark.parametrize("pads,mode", PAD_CASES)
+def test_pad(pads, mode):
+    x = rand(4, 5)
+    eng = "ort" if min(pads) < 0 else "onnx"  # onnx's reference rejects negative pads
+    check("Pad", [x, np.array(pads, np.int64)], {"mode": mode}, opset=13, engine=eng)
+    check("Pad", [x], {"mode": mode, "pads": pads, "value": 1.5}, opset=2, engine=eng)
+    if mode == "constant":
+        check("Pad", [x, np.array(pads, np.int64), np.array(-2.0, np.float32)], opset=13,
+              engine=eng)
+
+
+def test_pad_axes_and_wrap():
+    x = rand(2, 4, 5)
+    check("Pad", [x, np.array([1, 2], np.int64), np.array(0.5, np.float32),
+                  np.array([-1], np.int64)], opset=18)
+    check("Pad", [x, np.array([1, 0, 2, 3], np.int64), None, np.array([0, 2], np.int64)],
+          {"mode": "wrap"}, opset=19)
+    check("Pad", [ints(3, 3), np.array([1, 1, 1, 1], np.int64), np.array(7, np.int64)],
+          opset=11)
+
+
+@pytest.mark.parametrize("start,limit,delta,dt", [(0, 10, 3, np.int64), (5, 1, -2, np.int32),
+                                                   (0.5, 3.0, 0.4, np.float32),
+                                                   (1.0, 1.0, 1.0, np.float64),
+                                                   (10, 0, 1, np.int64)])
+def test_range(start, limit, delta, dt):
+    check("Range", [np.array(start, dt), np.array(limit, dt), np.array(delta, dt)], opset=11)
