@@ -1,99 +1,30 @@
-"""Generators: Constant (value / value_float(s) / value_int(s)), ConstantOfShape, Range."""
+"""Kernels of the generators: Constant, ConstantOfShape, Range (their shape rules:
+:mod:`aircc.ops.defs.constant`)."""
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import ints, vector_len
-from aircc.executor.kernels.registry import InferContext, op
+from aircc.ops.defs.constant import constant_value, fill_value
+
+from .numpy_backend import NUMPY
 
 
-def constant_value(attrs: dict, fail=None) -> np.ndarray:
-    """The tensor a Constant node produces, from whichever value attribute it has."""
-    if "value" in attrs:
-        return np.asarray(attrs["value"])
-    if "value_float" in attrs:
-        return np.array(attrs["value_float"], dtype=np.float32)
-    if "value_floats" in attrs:
-        return np.array(list(attrs["value_floats"]), dtype=np.float32)
-    if "value_int" in attrs:
-        return np.array(attrs["value_int"], dtype=np.int64)
-    if "value_ints" in attrs:
-        return np.array(list(attrs["value_ints"]), dtype=np.int64)
-    what = ", ".join(sorted(attrs)) or "none"
-    msg = f"unsupported or missing value attribute (attributes: {what})"
-    if fail:
-        fail(msg)
-    raise ValueError(msg)
-
-
-@op("Constant", since=1)
+@NUMPY.kernel("Constant", 1)
 class Constant:
-    """A tensor given by an attribute."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        v = constant_value(ctx.attrs, ctx.fail)
-        if v.dtype.kind in "OSU":
-            ctx.fail("string constants are not supported")
-        return [TensorType.of(v)]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         np.copyto(outs[0], constant_value(attrs), casting="unsafe")
 
 
-def _fill_value(attrs: dict) -> np.ndarray:
-    v = attrs.get("value")
-    return np.zeros(1, np.float32) if v is None else np.asarray(v).reshape(-1)
-
-
-@op("ConstantOfShape", since=9, value_inputs=(0,))
+@NUMPY.kernel("ConstantOfShape", 9)
 class ConstantOfShape:
-    """A tensor of the shape given by input 0, filled with ``value`` (float32 0 default)."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        fill = _fill_value(ctx.attrs)
-        if fill.size != 1:
-            ctx.fail(f"value must have exactly one element, got {fill.size}")
-        v = ctx.value(0)
-        if v is None:
-            n = vector_len(ctx, 0)
-            return [TensorType(fill.dtype.name, None if n is None else
-                               tuple(ctx.sym(i) for i in range(n)))]
-        shape = ints(v)
-        if any(d < 0 for d in shape):
-            ctx.fail(f"negative dim in shape {shape}")
-        return [TensorType(fill.dtype.name, tuple(shape))]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        outs[0].fill(_fill_value(attrs)[0])
+        outs[0].fill(fill_value(attrs)[0])
 
 
-# ------------------------------------------------------------------- Range
-def _range_len(start, limit, delta) -> int:
-    return max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
-
-
-@op("Range", since=11, value_inputs=(0, 1, 2))
+@NUMPY.kernel("Range", 11)
 class Range:
-    """start, start + delta, ... up to (excluding) limit."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        t = ctx.input_type(0)
-        vals = [ctx.value(i) for i in range(3)]
-        if any(v is None for v in vals):
-            return [TensorType(t.dtype, (ctx.sym(0),))]
-        start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in vals)
-        if delta == 0:
-            ctx.fail("delta must not be 0")
-        return [TensorType(t.dtype, (_range_len(start, limit, delta),))]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         y = outs[0]

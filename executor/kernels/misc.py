@@ -1,28 +1,15 @@
-"""TopK, CumSum, OneHot, Trilu, Hardmax."""
+"""Kernels of TopK, CumSum, OneHot, Trilu, Hardmax (their shape rules:
+:mod:`aircc.ops.defs.misc`)."""
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import axis_plain, is_int, norm_axis
-from aircc.executor.kernels.registry import InferContext, op
+from aircc.ops.shapes import axis_plain
+
+from .numpy_backend import NUMPY
 
 
 # -------------------------------------------------------------------- TopK
-def _topk_infer(ctx: InferContext, k) -> list[TensorType]:
-    xt = ctx.input_type(0)
-    xs = ctx.input_shape(0)
-    axis = norm_axis(ctx, ctx.attrs.get("axis", -1), len(xs))
-    if k is None:
-        d = ctx.sym(axis)
-    else:
-        if k < 0 or (is_int(xs[axis]) and k > xs[axis]):
-            ctx.fail(f"k={k} is out of range for axis {axis} of size {xs[axis]}")
-        d = k
-    shape = tuple(d if i == axis else s for i, s in enumerate(xs))
-    return [TensorType(xt.dtype, shape), TensorType("int64", shape)][:max(ctx.num_outputs, 1)]
-
-
 def _topk_kernel(x: np.ndarray, k: int, outs, attrs) -> None:
     axis = axis_plain(attrs.get("axis", -1), x.ndim)
     largest = int(attrs.get("largest", 1))
@@ -40,44 +27,23 @@ def _topk_kernel(x: np.ndarray, k: int, outs, attrs) -> None:
         np.copyto(outs[1], idx)
 
 
-@op("TopK", since=1)
+@NUMPY.kernel("TopK", 1)
 class TopK1:
-    """Largest ``k`` (attribute) values along ``axis`` and their indices."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        return _topk_infer(ctx, int(ctx.attrs["k"]))
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         _topk_kernel(ins[0], int(attrs["k"]), outs, attrs)
 
 
-@op("TopK", since=10, value_inputs=(1,))
+@NUMPY.kernel("TopK", 10)
 class TopK10:
-    """TopK with ``k`` as input 1 (``largest``/``sorted`` since 11; results are always
-    sorted)."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        v = ctx.value(1)
-        return _topk_infer(ctx, None if v is None else int(np.asarray(v).reshape(-1)[0]))
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         _topk_kernel(ins[0], int(np.asarray(ins[1]).reshape(-1)[0]), outs, attrs)
 
 
 # ------------------------------------------------------------------ CumSum
-@op("CumSum", since=11)
+@NUMPY.kernel("CumSum", 11)
 class CumSum:
-    """Cumulative sum along the axis given by input 1 (``exclusive``, ``reverse``)."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        ctx.input_type(1)
-        return [ctx.input_type(0)]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x, y = ins[0], outs[0]
@@ -99,23 +65,8 @@ class CumSum:
 
 
 # ------------------------------------------------------------------ OneHot
-@op("OneHot", since=9, value_inputs=(1,))
+@NUMPY.kernel("OneHot", 9)
 class OneHot:
-    """values[1] where index == position along the new ``axis`` (default -1), else
-    values[0]; negative indices count from ``depth`` (since 11)."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        ishape = ctx.input_shape(0)
-        vt = ctx.input_type(2)
-        r = len(ishape) + 1
-        axis = norm_axis(ctx, ctx.attrs.get("axis", -1), r)
-        d = ctx.value(1)
-        depth = int(np.asarray(d).reshape(-1)[0]) if d is not None else ctx.sym(axis)
-        shape = list(ishape)
-        shape.insert(axis, depth)
-        return [TensorType(vt.dtype, tuple(shape))]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         idx, depth, values = ins[0], int(np.asarray(ins[1]).reshape(-1)[0]), ins[2]
@@ -132,16 +83,8 @@ class OneHot:
 
 
 # ------------------------------------------------------------------- Trilu
-@op("Trilu", since=14)
+@NUMPY.kernel("Trilu", 14)
 class Trilu:
-    """Keep the upper (default) or lower triangle of the last two dims, offset by k."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        if len(ctx.input_shape(0)) < 2:
-            ctx.fail("input must have rank >= 2")
-        return [ctx.input_type(0)]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x, y = ins[0], outs[0]
@@ -156,15 +99,8 @@ class Trilu:
 
 
 # ------------------------------------------------------------------ Hardmax
-@op("Hardmax", since=13)
+@NUMPY.kernel("Hardmax", 13)
 class Hardmax:
-    """1 at the first maximum along ``axis`` (default -1), 0 elsewhere."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        norm_axis(ctx, ctx.attrs.get("axis", -1), len(ctx.input_shape(0)))
-        return [ctx.input_type(0)]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x, y = ins[0], outs[0]
