@@ -19,9 +19,13 @@ from aircc.compiler.frontend.onnx_import import import_onnx
 from aircc.compiler.ir.graph import TensorType
 from aircc.compiler.passes.pipeline import run_pipeline
 from aircc.compiler.passes.shape_values import shape_value
-from aircc.executor.kernels.attention import Attention
+from aircc.ops import InferContext, kernel_backend, op_def, resolve_target
 from bert_encoder import build_bert_encoder, make_inputs
 from graphs import const, model, tensor
+
+#: The numpy backend's Attention kernel, tiled for one fixed target.
+ATTENTION = kernel_backend("numpy").impl("Attention", 1, "aircc")
+TARGET = resolve_target("cpu-avx2")
 
 
 def test_shape_value_follows_the_exporters_shape_arithmetic():
@@ -166,17 +170,17 @@ def test_attention_kernel_matches_a_float64_reference(bs, s, mask_kind, bound, b
         bk[:e] = (b[:e].astype(np.float64) * np.log2(np.e)).astype(np.float32)
     ins = [x, wk, bk] + ([mask] if mask is not None else [])
     attrs = {"heads": heads, "base2": 1} if base2 else {"heads": heads}
-    tiling = Attention.tiling([TensorType.of(a) for a in ins], attrs)
+    tiling = ATTENTION.tile([TensorType.of(a) for a in ins], attrs, TARGET)
     ws = np.empty(tiling["workspace"], np.uint8)
     y = np.full((bs, s, heads, e // heads), np.nan, np.float32)
     if bound:
-        run = Attention.prepare(ins, [y], attrs, tiling, ws, [False, True, True, False])
+        run = ATTENTION.prepare(ins, [y], attrs, tiling, ws, [False, True, True, False])
         assert run is not None
         run()
         y[...] = np.nan
         run()
     else:
-        Attention.kernel(ins, [y], attrs, tiling, ws)
+        ATTENTION.kernel(ins, [y], attrs, tiling, ws)
     # scores of +-400 (overflow) are rounded by float32 to 3e-5, which moves the softmax
     tol = 2e-4 if mask_kind == "overflow" else 2e-6
     np.testing.assert_allclose(y, _reference(x, w, b, mask, heads), rtol=2e-5, atol=tol)
@@ -184,11 +188,10 @@ def test_attention_kernel_matches_a_float64_reference(bs, s, mask_kind, bound, b
 
 def test_attention_shape_rule_rejects_what_it_cannot_run():
     from aircc.errors import ShapeInferenceError
-    from aircc.executor.kernels.registry import InferContext
 
     def infer(shapes, heads):
         types = [TensorType("float32", s) for s in shapes]
-        return Attention.infer(InferContext(types, {"heads": heads}, [None] * len(types), "n", "Attention"))
+        return op_def("Attention", 1, "aircc").infer(InferContext(types, {"heads": heads}, [None] * len(types), "n", "Attention"))
 
     assert infer([("B", "S", 8), (8, 24), (24,)], 2)[0].shape == ("B", "S", 2, 4)
     with pytest.raises(ShapeInferenceError, match="3 x 5 heads"):

@@ -1,14 +1,17 @@
-"""aircc.Attention: multi-head self-attention from its input to its heads' context (made by
-the fuse-attention pass)."""
+"""aircc.Attention kernel: multi-head self-attention from its input to its heads' context
+(:mod:`aircc.ops.defs.attention`)."""
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (align, broadcast_shapes, carve, expanded, is_int, prod,
-                                            workspace)
-from aircc.executor.kernels.fused import softmax_matmul
-from aircc.executor.kernels.registry import InferContext, op
+from aircc.ops.shapes import prod
+from aircc.ops.targets import Target
+from aircc.ops.types import TensorType
+
+from .epilogue import expanded
+from .fused import softmax_matmul
+from .numpy_backend import NUMPY
+from .scratch import align, carve, ensure_tiling, workspace
 
 
 def _geometry(x_shape, w_shape, heads: int) -> tuple[int, int, int, int, int]:
@@ -28,7 +31,7 @@ def _sections(b: int, s: int, h: int, d: int, e_shape, itemsize: int) -> list[in
     return offsets
 
 
-@op("Attention", since=1, domain="aircc", foldable=False, engine="cube")
+@NUMPY.kernel("Attention", 1, "aircc")
 class Attention:
     """softmax(Q K^T + M) V for ``heads`` heads, with [Q | K | V] = X @ W + b in one GEMM.
 
@@ -45,29 +48,7 @@ class Attention:
     into the output's head layout in the same pass)."""
 
     @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        xt = ctx.input_type(0)
-        x, w, b = ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2)
-        heads = int(ctx.attrs.get("heads", 0))
-        if len(x) != 3 or len(w) != 2 or len(b) != 1:
-            ctx.fail(f"X {x} must be [B, S, E], W {w} [E, 3 H D] and b {b} [3 H D]")
-        if xt.dtype != "float32" or any(ctx.input_type(i).dtype != xt.dtype for i in (1, 2)):
-            ctx.fail("X, W and b must be float32")
-        if not is_int(w[1]) or heads <= 0 or w[1] % (3 * heads):
-            ctx.fail(f"W's {w[1]} columns are not 3 x {heads} heads x a head size")
-        if is_int(x[2]) and is_int(w[0]) and x[2] != w[0]:
-            ctx.fail(f"X has {x[2]} features but W {w[0]} rows")
-        if b[0] != w[1]:
-            ctx.fail(f"b {b} does not match W's {w[1]} columns")
-        d = w[1] // (3 * heads)
-        if ctx.num_inputs > 3 and ctx.has_input(3):
-            if ctx.input_type(3).dtype != xt.dtype:
-                ctx.fail(f"the mask is {ctx.input_type(3).dtype}, X {xt.dtype}")
-            broadcast_shapes(ctx, (x[0], heads, x[1], x[1]), ctx.input_shape(3))
-        return [TensorType(xt.dtype, (x[0], x[1], heads, d))]
-
-    @staticmethod
-    def tiling(types, attrs) -> dict:
+    def tiling(types: list[TensorType], attrs: dict, target: Target) -> dict:
         if not all(t.is_static for t in types if t is not None):
             return {}
         b, s, _, h, d = _geometry(types[0].shape, types[1].shape, int(attrs["heads"]))
@@ -107,12 +88,9 @@ class Attention:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         """Called directly (not bound): the bound form, made on the spot and run once."""
-        if not tiling:
-            tiling = Attention.tiling([None if a is None else TensorType.of(a) for a in ins], attrs)
+        tiling = ensure_tiling(Attention, tiling, ins, attrs)
         ins = [np.ascontiguousarray(ins[0]), *ins[1:]]
         run = Attention.prepare(ins, outs, attrs, tiling, workspace(ws, tiling["offsets"][-1]),
                                 [False] * len(ins))
         run()
 
-
-Attention.spec.extra["tested_by"] = "tests/test_fusion.py"

@@ -1,16 +1,20 @@
-"""Kernels made by fusion passes (domain ``aircc``)."""
+"""Kernels of the ops made by fusion passes (domain ``aircc``): ElementwiseChain and
+SoftmaxMatMul (:mod:`aircc.ops.defs.fused`)."""
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (align, broadcast_shapes, carve, constant_column, is_int,
-                                            prod, relu, workspace)
-from aircc.executor.kernels.elementwise import erf
-from aircc.executor.kernels.gemm import permuted_shape, permuted_views
-from aircc.executor.kernels.registry import InferContext, op
-from aircc.executor.kernels.softmax import (ROW_SUM_FLOOR as _ROW_SUM_FLOOR, SMALL, _softmax,
-                                            _softmax_add, _softmax_exact)
+from aircc.ops.defs.fused import CHAIN_BINARY_OPS, CHAIN_UNARY_OPS
+from aircc.ops.shapes import prod
+from aircc.ops.targets import Target
+from aircc.ops.types import TensorType
+
+from .elementwise import erf
+from .epilogue import relu
+from .gemm import permuted_views
+from .numpy_backend import NUMPY
+from .scratch import align, carve, constant_column, workspace
+from .softmax import ROW_SUM_FLOOR, SMALL, softmax, softmax_add, softmax_exact
 
 
 def _sigmoid(a, y):
@@ -20,21 +24,22 @@ def _sigmoid(a, y):
     np.reciprocal(y, out=y)
 
 
+#: op -> fn(a, out) and op -> ufunc(a, b, out=): what an ElementwiseChain step runs.
 UNARY = {"Erf": erf, "Tanh": lambda a, y: np.tanh(a, out=y), "Relu": lambda a, y: relu(a, y),
          "Exp": lambda a, y: np.exp(a, out=y), "Neg": lambda a, y: np.negative(a, out=y),
          "Abs": lambda a, y: np.abs(a, out=y), "Sqrt": lambda a, y: np.sqrt(a, out=y),
          "Sigmoid": _sigmoid}
 BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
 
+if set(UNARY) != CHAIN_UNARY_OPS or set(BINARY) != CHAIN_BINARY_OPS:
+    raise RuntimeError(f"ElementwiseChain kernels for {sorted(UNARY)} / {sorted(BINARY)} do not "
+                       f"match its ops {sorted(CHAIN_UNARY_OPS)} / {sorted(CHAIN_BINARY_OPS)}")
 
-@op("ElementwiseChain", since=1, domain="aircc", foldable=False)
+
+@NUMPY.kernel("ElementwiseChain", 1, "aircc")
 class ElementwiseChain:
     """``steps``: [op, operand name ("" for unary ops), 1 if the running value is the right
     operand]; inputs: the chain's first input, then the other operands by name order."""
-
-    @staticmethod
-    def infer(ctx: InferContext):
-        return [ctx.input_type(0)]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -52,9 +57,6 @@ class ElementwiseChain:
                 else:
                     BINARY[name](value, b, out=y)
             value = y
-
-
-ElementwiseChain.spec.extra["tested_by"] = "tests/test_fusion.py"
 
 
 #: The scores are exponentiated unshifted (no pass for their maximum); when a row's
@@ -82,9 +84,9 @@ def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.nda
         base2 = False
     if e.size < SMALL:                  # all per-call cost: Softmax's short path, then
         if m is None:                   # the product
-            _softmax(s, e, e.ndim - 1)
+            softmax(s, e, e.ndim - 1)
         else:
-            _softmax_add(s, m, e, e.ndim - 1)
+            softmax_add(s, m, e, e.ndim - 1)
         np.matmul(e, v, out=y)
         return
     if m is not None and m.size > s.size:
@@ -122,7 +124,7 @@ def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.nda
                 np.subtract(s, top, out=e)
                 exp(e, out=e)
                 sums = np.matmul(e, w)
-        if sums.min() >= _ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
+        if sums.min() >= ROW_SUM_FLOOR and sums.max() < UNSHIFTED_SUM_MAX:
             if c is None or y.flags.c_contiguous:
                 np.matmul(e, vw, out=y)
                 np.divide(y, sums, out=y)
@@ -142,11 +144,11 @@ def softmax_matmul(s: np.ndarray, m: np.ndarray | None, v: np.ndarray, y: np.nda
             np.add(s, m, out=e)
         elif s is not e:
             np.copyto(e, s)
-    _softmax_exact(e, e, e.ndim - 1)
+    softmax_exact(e, e, e.ndim - 1)
     np.matmul(e, v, out=y)
 
 
-@op("SoftmaxMatMul", since=1, domain="aircc", foldable=False, engine="cube")
+@NUMPY.kernel("SoftmaxMatMul", 1, "aircc")
 class SoftmaxMatMul:
     """softmax(S (+ M), last axis) @ V with the normalisation deferred to the product.
 
@@ -163,25 +165,7 @@ class SoftmaxMatMul:
     (there the launch saved is the gain)."""
 
     @staticmethod
-    def infer(ctx: InferContext):
-        st, vt = ctx.input_type(0), ctx.input_type(1)
-        s = ctx.input_shape(0)
-        if ctx.num_inputs > 2:
-            if ctx.input_type(2).dtype != st.dtype:
-                ctx.fail(f"mask is {ctx.input_type(2).dtype} but the scores are {st.dtype}")
-            s = broadcast_shapes(ctx, s, ctx.input_shape(2))
-        v = permuted_shape(ctx, ctx.input_shape(1), ctx.attrs.get("perm_b"), "perm_b")
-        if vt.dtype != st.dtype or st.dtype not in ("float32", "float64"):
-            ctx.fail(f"scores {st.dtype} and V {vt.dtype} must be one float type")
-        if len(s) < 2 or len(v) < 2:
-            ctx.fail(f"scores {s} and V {v} must have rank >= 2")
-        if is_int(s[-1]) and is_int(v[-2]) and s[-1] != v[-2]:
-            ctx.fail(f"{s[-1]} keys in the scores {s} but {v[-2]} rows in V {v}")
-        out = (*broadcast_shapes(ctx, s[:-2], v[:-2]), s[-2], v[-1])
-        return [TensorType(st.dtype, permuted_shape(ctx, out, ctx.attrs.get("perm_y"), "perm_y"))]
-
-    @staticmethod
-    def tiling(types, attrs) -> dict:
+    def tiling(types: list[TensorType], attrs: dict, target: Target) -> dict:
         if not all(t.is_static for t in types if t is not None):
             return {}
         shape = types[0].shape if len(types) < 3 or types[2] is None else \
@@ -196,6 +180,3 @@ class SoftmaxMatMul:
         shape = tuple(tiling["shape"]) if tiling else np.broadcast_shapes(
             s.shape, s.shape if m is None else m.shape)
         softmax_matmul(s, m, v, y, carve(workspace(ws, prod(shape) * s.itemsize), 0, shape, s.dtype))
-
-
-SoftmaxMatMul.spec.extra["tested_by"] = "tests/test_fusion.py"

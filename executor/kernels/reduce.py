@@ -1,57 +1,15 @@
-"""Reductions (Reduce* with axes as attribute or, from ReduceSum-13 / others-18, as an
-optional input) and ArgMax/ArgMin."""
+"""Reduction kernels: Reduce* (axes as an attribute, or as an optional input from the
+version :data:`aircc.ops.defs.reduce.AXES_INPUT_SINCE` gives) and ArgMax / ArgMin."""
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import axis_plain, ints, norm_axes, norm_axis, vector_len
-from aircc.executor.kernels.registry import InferContext, op
+from aircc.ops.defs.reduce import AXES_INPUT_SINCE, REDUCE_OPS
+from aircc.ops.shapes import axis_plain, ints
 
-
-def _reduced_shape(ctx: InferContext, shape, axes: Optional[list[int]], keep: bool) -> tuple:
-    """Shape after reducing ``axes`` (None = all)."""
-    rank = len(shape)
-    red = set(range(rank)) if axes is None else set(norm_axes(ctx, axes, rank))
-    if keep:
-        return tuple(1 if i in red else d for i, d in enumerate(shape))
-    return tuple(d for i, d in enumerate(shape) if i not in red)
-
-
-def _infer_attr_axes(ctx: InferContext) -> list[TensorType]:
-    xt = ctx.input_type(0)
-    xs = ctx.input_shape(0)
-    axes = ctx.attrs.get("axes")
-    keep = bool(ctx.attrs.get("keepdims", 1))
-    return [TensorType(xt.dtype, _reduced_shape(ctx, xs, list(axes) if axes else None, keep))]
-
-
-def _infer_input_axes(ctx: InferContext) -> list[TensorType]:
-    xt = ctx.input_type(0)
-    xs = ctx.input_shape(0)
-    keep = bool(ctx.attrs.get("keepdims", 1))
-    noop = bool(ctx.attrs.get("noop_with_empty_axes", 0))
-    if ctx.has_input(1):
-        v = ctx.value(1)
-        if v is None:
-            n = vector_len(ctx, 1)
-            if n == 0:
-                v = np.zeros(0, np.int64)
-            else:
-                # which axes are reduced is only known at run time
-                if keep:
-                    return [TensorType(xt.dtype, tuple(ctx.sym(i) for i in range(len(xs))))]
-                if n is None:
-                    return [TensorType(xt.dtype, None)]
-                return [TensorType(xt.dtype, tuple(ctx.sym(i) for i in range(len(xs) - n)))]
-        axes = ints(v)
-    else:
-        axes = []
-    if not axes:
-        return [TensorType(xt.dtype, tuple(xs) if noop else _reduced_shape(ctx, xs, None, keep))]
-    return [TensorType(xt.dtype, _reduced_shape(ctx, xs, axes, keep))]
+from .numpy_backend import NUMPY
 
 
 def _axes(x: np.ndarray, axes) -> Optional[tuple]:
@@ -97,8 +55,9 @@ REDUCERS: dict[str, Callable] = {
     "ReduceLogSumExp": _lse,
 }
 
-#: Version from which the axes are an input instead of an attribute.
-AXES_INPUT_SINCE = {name: (13 if name == "ReduceSum" else 18) for name in REDUCERS}
+if set(REDUCERS) != set(REDUCE_OPS):
+    raise RuntimeError(f"reduction kernels {sorted(REDUCERS)} do not match the defined "
+                       f"reductions {sorted(REDUCE_OPS)}")
 
 
 def _register(name: str, fn: Callable) -> None:
@@ -116,24 +75,15 @@ def _register(name: str, fn: Callable) -> None:
         fn(x, _axes(x, axes) if axes else None, bool(attrs.get("keepdims", 1)), outs[0])
 
     doc = f"{name} over ``axes`` (all when empty)."
-    op(name, since=1)(type(name + "1", (), {"infer": staticmethod(_infer_attr_axes),
-                                           "kernel": staticmethod(kernel_attr),
-                                           "__doc__": doc}))
-    op(name, since=AXES_INPUT_SINCE[name], value_inputs=(1,))(
-        type(name + str(AXES_INPUT_SINCE[name]), (),
-             {"infer": staticmethod(_infer_input_axes), "kernel": staticmethod(kernel_input),
-              "__doc__": doc}))
+    NUMPY.kernel(name, 1)(type(name + "1", (), {"kernel": staticmethod(kernel_attr),
+                                                "__doc__": doc}))
+    since = AXES_INPUT_SINCE[name]
+    NUMPY.kernel(name, since)(type(name + str(since), (), {"kernel": staticmethod(kernel_input),
+                                                           "__doc__": doc}))
 
 
 for _name, _fn in REDUCERS.items():
     _register(_name, _fn)
-
-
-def _infer_arg(ctx: InferContext) -> list[TensorType]:
-    xs = ctx.input_shape(0)
-    axis = norm_axis(ctx, ctx.attrs.get("axis", 0), max(len(xs), 1))
-    keep = bool(ctx.attrs.get("keepdims", 1))
-    return [TensorType("int64", _reduced_shape(ctx, xs, [axis], keep))]
 
 
 def _arg_kernel(fn: Callable) -> Callable:
@@ -150,17 +100,15 @@ def _arg_kernel(fn: Callable) -> Callable:
     return kernel
 
 
-@op("ArgMax", since=1)
+@NUMPY.kernel("ArgMax", 1)
 class ArgMax:
     """Index of the (first, or last with select_last_index) maximum along ``axis``."""
 
-    infer = staticmethod(_infer_arg)
     kernel = staticmethod(_arg_kernel(np.argmax))
 
 
-@op("ArgMin", since=1)
+@NUMPY.kernel("ArgMin", 1)
 class ArgMin:
     """Index of the (first, or last with select_last_index) minimum along ``axis``."""
 
-    infer = staticmethod(_infer_arg)
     kernel = staticmethod(_arg_kernel(np.argmin))

@@ -1,21 +1,17 @@
-"""Softmax and LogSoftmax: since 1 (input coerced to 2-D at ``axis``, default 1) and
-since 13 (along ``axis``, default -1)."""
+"""Softmax and LogSoftmax kernels: since 1 (input coerced to 2-D at ``axis``, default 1)
+and since 13 (along ``axis``, default -1).  :func:`softmax`, :func:`softmax_add` and
+:func:`softmax_exact` are shared with the fused attention kernels."""
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (axis_plain, broadcast_shapes, carve, constant_column,
-                                            norm_axis, prod, view, workspace)
-from aircc.executor.kernels.blas import gemm
-from aircc.executor.kernels.registry import InferContext, op
+from aircc.ops.shapes import axis_plain, prod
+from aircc.ops.targets import Target
+from aircc.ops.types import TensorType
 
-
-def _infer(ctx: InferContext, default_axis: int) -> list[TensorType]:
-    xs = ctx.input_shape(0)
-    rank = max(len(xs), 1)
-    norm_axis(ctx, ctx.attrs.get("axis", default_axis), rank)
-    return [ctx.input_type(0)]
+from .blas import gemm
+from .numpy_backend import NUMPY
+from .scratch import carve, constant_column, view, workspace
 
 
 def _views(x: np.ndarray, y: np.ndarray, attrs: dict, coerce: bool):
@@ -37,7 +33,8 @@ SMALL = 8192
 ROW_SUM_FLOOR = 2.0 ** -40
 
 
-def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
+def softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
+    """y = softmax(x) along ``axis`` (y may be x)."""
     if x.ndim == 0:
         y[...] = 1
         return
@@ -52,7 +49,7 @@ def _softmax(x: np.ndarray, y: np.ndarray, axis: int) -> None:
             np.subtract(x, top, out=y)
             if _normalize_small(y, axis):
                 return
-    _softmax_exact(x, y, axis)
+    softmax_exact(x, y, axis)
 
 
 def _normalize_small(y: np.ndarray, axis: int) -> bool:
@@ -68,9 +65,10 @@ def _normalize_small(y: np.ndarray, axis: int) -> bool:
     return True
 
 
-def _softmax_exact(x: np.ndarray, y: np.ndarray, axis: int) -> None:
-    """Shift each row by its own maximum (a row holding +inf gives NaN, as in onnxruntime).
-    ufunc methods straight: on small tensors this is all per-call cost."""
+def softmax_exact(x: np.ndarray, y: np.ndarray, axis: int) -> None:
+    """y = softmax(x) along ``axis`` with each row shifted by its own maximum (a row
+    holding +inf gives NaN, as in onnxruntime): the exact path, for any input.  ufunc
+    methods straight: on small tensors this is all per-call cost."""
     top = np.maximum.reduce(x, axis=axis, keepdims=True)
     if np.isinf(top).any():
         with np.errstate(invalid="ignore"):
@@ -110,14 +108,14 @@ def _exp_normalize_rows(y: np.ndarray, source) -> None:
     low = np.flatnonzero(sums < ROW_SUM_FLOOR)
     if low.size:
         rows = source(low)
-        _softmax_exact(rows, rows, 1)
+        softmax_exact(rows, rows, 1)
         y[low] = rows
         sums[low] = 1
     np.reciprocal(sums, out=sums)
     np.multiply(y, sums[:, None], out=y)
 
 
-def _softmax_add(a: np.ndarray, b: np.ndarray, y: np.ndarray, axis: int) -> None:
+def softmax_add(a: np.ndarray, b: np.ndarray, y: np.ndarray, axis: int) -> None:
     """softmax(a + b) along ``axis`` (``fused_add``, see the fuse-add-softmax pass).
 
     The shift is folded into the smaller operand: y = a + (b - max(a) - max(b)) is
@@ -145,7 +143,7 @@ def _softmax_add(a: np.ndarray, b: np.ndarray, y: np.ndarray, axis: int) -> None
     if y.ndim == 0:
         y[...] = 1
         return
-    _softmax_exact(y, y, axis)
+    softmax_exact(y, y, axis)
 
 
 def _log_softmax(x: np.ndarray, y: np.ndarray, axis: int, ws) -> None:
@@ -160,49 +158,30 @@ def _log_softmax(x: np.ndarray, y: np.ndarray, axis: int, ws) -> None:
     np.subtract(y, s, out=y)
 
 
-def _ws_tiling(types, attrs) -> dict:
+def _ws_tiling(types: list[TensorType], attrs: dict, target: Target) -> dict:
     return {"workspace": prod(types[0].shape) * np.dtype(types[0].dtype).itemsize}
 
 
-@op("Softmax", since=1)
+@NUMPY.kernel("Softmax", 1)
 class Softmax1:
     @staticmethod
-    def infer(ctx): return _infer(ctx, 1)
-
-    @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        _softmax(*_views(ins[0], outs[0], attrs, True))
+        softmax(*_views(ins[0], outs[0], attrs, True))
 
 
-@op("Softmax", since=13)
+@NUMPY.kernel("Softmax", 13)
 class Softmax13:
-    @staticmethod
-    def infer(ctx):
-        if not ctx.attrs.get("fused_add"):
-            return _infer(ctx, -1)
-        # the Add before it (fuse-add-softmax): the result has the sum's shape
-        at, bt = ctx.input_type(0), ctx.input_type(1)
-        if at.dtype != bt.dtype:
-            ctx.fail(f"fused_add operands differ in type: {at.dtype} vs {bt.dtype}")
-        shape = broadcast_shapes(ctx, at.shape, bt.shape)
-        if shape is not None:
-            norm_axis(ctx, ctx.attrs.get("axis", -1), max(len(shape), 1))
-        return [TensorType(at.dtype, shape)]
-
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         if attrs.get("fused_add"):
             y = outs[0]
-            _softmax_add(ins[0], ins[1], y, axis_plain(attrs.get("axis", -1), max(y.ndim, 1)))
+            softmax_add(ins[0], ins[1], y, axis_plain(attrs.get("axis", -1), max(y.ndim, 1)))
             return
-        _softmax(*_views(ins[0], outs[0], attrs, False))
+        softmax(*_views(ins[0], outs[0], attrs, False))
 
 
-@op("LogSoftmax", since=1)
+@NUMPY.kernel("LogSoftmax", 1)
 class LogSoftmax1:
-    @staticmethod
-    def infer(ctx): return _infer(ctx, 1)
-
     tiling = staticmethod(_ws_tiling)
 
     @staticmethod
@@ -210,11 +189,8 @@ class LogSoftmax1:
         _log_softmax(*_views(ins[0], outs[0], attrs, True), ws)
 
 
-@op("LogSoftmax", since=13)
+@NUMPY.kernel("LogSoftmax", 13)
 class LogSoftmax13:
-    @staticmethod
-    def infer(ctx): return _infer(ctx, -1)
-
     tiling = staticmethod(_ws_tiling)
 
     @staticmethod

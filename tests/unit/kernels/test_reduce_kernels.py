@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from aircc.executor.kernels import reduce as reduce_mod  # noqa: E402
+from aircc.ops.defs.reduce import AXES_INPUT_SINCE, REDUCE_OPS
 from kernel_harness import T, check, infer, ints, rand
 
 _RED_AXES = [None, [1], [0, 2], [-1]]
@@ -11,7 +11,7 @@ _RED_AXES = [None, [1], [0, 2], [-1]]
 
 @pytest.mark.parametrize("keepdims", [0, 1])
 @pytest.mark.parametrize("axes", _RED_AXES)
-@pytest.mark.parametrize("name", list(reduce_mod.REDUCERS))
+@pytest.mark.parametrize("name", list(REDUCE_OPS))
 def test_reduce(name, axes, keepdims):
     x = rand(2, 3, 4, lo=0.2, hi=1.5) if name in ("ReduceLogSum", "ReduceProd") else rand(2, 3, 4)
     attrs = {"keepdims": keepdims}
@@ -19,14 +19,14 @@ def test_reduce(name, axes, keepdims):
     check(name, [x], {**attrs, **({} if axes is None else {"axes": axes})}, opset=11,
           rtol=1e-5, atol=1e-6)
     # axes as input
-    since = reduce_mod.AXES_INPUT_SINCE[name]
+    since = AXES_INPUT_SINCE[name]
     inputs = [x] if axes is None else [x, np.array(axes, np.int64)]
     check(name, inputs, attrs, opset=since, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["ReduceSum", "ReduceMean", "ReduceMax"])
 def test_reduce_noop_and_unknown_axes(name):
-    since = reduce_mod.AXES_INPUT_SINCE[name]
+    since = AXES_INPUT_SINCE[name]
     check(name, [rand(2, 3)], {"noop_with_empty_axes": 1}, opset=since)
     check(name, [rand(2, 3), np.zeros(0, np.int64)], {"noop_with_empty_axes": 1}, opset=since)
     check(name, [rand(2, 3), np.zeros(0, np.int64)], {}, opset=since)

@@ -27,7 +27,7 @@ def test_softmax_shift_by_tensor_max_keeps_every_row_accurate():
     """The last-axis float32 path (tensors of SMALL elements or more) shifts by the
     tensor's maximum; rows far below it (an attention mask) are redone with their own
     maximum; NaN and inf go the exact way.  Small tensors take the row-wise path."""
-    from aircc.executor.kernels.softmax import SMALL, _softmax
+    from aircc.executor.kernels.softmax import SMALL, softmax
 
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((2, 3, 48, 64)) * 4).astype(np.float32)
@@ -36,7 +36,7 @@ def test_softmax_shift_by_tensor_max_keeps_every_row_accurate():
     x[1, 2, 5, 16:] -= 10000                 # half a row masked out
     x[1, 0, 7] += 60                         # one row far above all the others
     y = np.empty_like(x)
-    _softmax(x, y, 3)
+    softmax(x, y, 3)
     x64 = x.astype(np.float64)
     ref = np.exp(x64 - x64.max(axis=-1, keepdims=True))
     ref /= ref.sum(axis=-1, keepdims=True)
@@ -47,13 +47,13 @@ def test_softmax_shift_by_tensor_max_keeps_every_row_accurate():
         z = x.copy()
         z[0, 0, 0, 0] = bad
         out = np.empty_like(z)
-        _softmax(z, out, 3)
+        softmax(z, out, 3)
         assert np.isnan(out[0, 0, 0]).all() == (bad != -np.inf)
         np.testing.assert_allclose(out[1], y[1], rtol=1e-5, atol=1e-30)
     small = x[:, :, :4, :32]
     assert small.size < SMALL
     ys = np.empty(small.shape, np.float32)
-    _softmax(np.ascontiguousarray(small), ys, 3)
+    softmax(np.ascontiguousarray(small), ys, 3)
     rs = np.exp(small.astype(np.float64) - small.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(ys, rs / rs.sum(axis=-1, keepdims=True), rtol=4e-6, atol=1e-30)
 
@@ -62,7 +62,7 @@ def test_softmax_of_a_sum_shifts_once_and_redoes_underflowing_rows():
     """softmax(a + b) (fuse-add-softmax) on the large path: one shift by max(a) + max(b);
     a sample whose every key the mask removes underflows against it and is redone
     exactly; the mask may be the bigger operand."""
-    from aircc.executor.kernels.softmax import SMALL, _softmax_add
+    from aircc.executor.kernels.softmax import SMALL, softmax_add
 
     rng = np.random.default_rng(4)
     a = (rng.standard_normal((4, 4, 32, 32)) * 3).astype(np.float32)
@@ -74,7 +74,7 @@ def test_softmax_of_a_sum_shifts_once_and_redoes_underflowing_rows():
     ref /= ref.sum(axis=-1, keepdims=True)
     for x, m in ((a, mask), (mask, a)):
         y = np.empty(a.shape, np.float32)
-        _softmax_add(x, m, y, 3)
+        softmax_add(x, m, y, 3)
         np.testing.assert_allclose(y, ref, rtol=4e-6, atol=1e-30)
     # small tensors: one reduction for the sums; an underflowing row sends the whole
     # tensor the exact way (sample 2 here), every other case stays on the short path
@@ -85,5 +85,5 @@ def test_softmax_of_a_sum_shifts_once_and_redoes_underflowing_rows():
         ref = np.exp(s64 - s64.max(axis=-1, keepdims=True))
         ref /= ref.sum(axis=-1, keepdims=True)
         y = np.empty(small.shape, np.float32)
-        _softmax_add(np.ascontiguousarray(small), m, y, 3)
+        softmax_add(np.ascontiguousarray(small), m, y, 3)
         np.testing.assert_allclose(y, ref, rtol=4e-6, atol=1e-30)
