@@ -1,27 +1,14 @@
-"""Broadcasting binary ops (arithmetic, comparison, logical), PRelu, Where, and the
-variadic Sum/Max/Min/Mean.  Registration is table-driven: one line per op."""
+"""Kernels of the broadcasting binary ops (arithmetic, comparison, logical), PRelu, Where,
+the variadic Sum/Max/Min/Mean, and the binary ops' legacy versions (opset < 7).
+Registration is table-driven: one line per op.  The ops are defined (shape rules,
+traits) in :mod:`aircc.ops.defs.binary`.
+"""
 from __future__ import annotations
-
-from typing import Callable
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import broadcast_shapes, expanded
-from aircc.executor.kernels.registry import InferContext, op
-
-
-def _infer_rule(result: str, same_types: bool = True) -> Callable:
-    """Shape rule: broadcast all inputs; result dtype is the first input's or bool."""
-
-    def infer(ctx: InferContext) -> list[TensorType]:
-        types = [ctx.input_type(i) for i in range(ctx.num_inputs)]
-        if same_types and any(t.dtype != types[0].dtype for t in types):
-            ctx.fail(f"input types differ: {[t.dtype for t in types]}")
-        shape = broadcast_shapes(ctx, *[t.shape for t in types])
-        return [TensorType(types[0].dtype if result == "same" else "bool", shape)]
-
-    return infer
+from .epilogue import expanded
+from .numpy_backend import NUMPY
 
 
 def _div(a, b, y) -> None:
@@ -64,26 +51,26 @@ def _prelu(x, slope, y) -> None:
     np.copyto(y, x, where=x >= 0)
 
 
-#: (name, since, fn(a, b, y, attrs), result dtype: "same" or "bool", inputs must share dtype)
+#: (name, since, fn(a, b, y, attrs))
 BINARY = [
-    ("Add", 7, lambda a, b, y, at: np.add(a, b, out=y), "same", True),
-    ("Sub", 7, lambda a, b, y, at: np.subtract(a, b, out=y), "same", True),
-    ("Mul", 7, lambda a, b, y, at: np.multiply(a, b, out=y), "same", True),
-    ("Div", 7, lambda a, b, y, at: _div(a, b, y), "same", True),
-    ("Pow", 7, lambda a, b, y, at: _pow(a, b, y), "same", False),
-    ("Mod", 10, _mod, "same", True),
-    ("PRelu", 7, lambda a, b, y, at: _prelu(a, b, y), "same", True),
-    ("Equal", 7, lambda a, b, y, at: np.equal(a, b, out=y), "bool", True),
-    ("Less", 7, lambda a, b, y, at: np.less(a, b, out=y), "bool", True),
-    ("Greater", 7, lambda a, b, y, at: np.greater(a, b, out=y), "bool", True),
-    ("LessOrEqual", 12, lambda a, b, y, at: np.less_equal(a, b, out=y), "bool", True),
-    ("GreaterOrEqual", 12, lambda a, b, y, at: np.greater_equal(a, b, out=y), "bool", True),
-    ("And", 7, lambda a, b, y, at: np.logical_and(a, b, out=y), "bool", True),
-    ("Or", 7, lambda a, b, y, at: np.logical_or(a, b, out=y), "bool", True),
-    ("Xor", 7, lambda a, b, y, at: np.logical_xor(a, b, out=y), "bool", True),
-    ("BitwiseAnd", 18, lambda a, b, y, at: np.bitwise_and(a, b, out=y), "same", True),
-    ("BitwiseOr", 18, lambda a, b, y, at: np.bitwise_or(a, b, out=y), "same", True),
-    ("BitwiseXor", 18, lambda a, b, y, at: np.bitwise_xor(a, b, out=y), "same", True),
+    ("Add", 7, lambda a, b, y, at: np.add(a, b, out=y)),
+    ("Sub", 7, lambda a, b, y, at: np.subtract(a, b, out=y)),
+    ("Mul", 7, lambda a, b, y, at: np.multiply(a, b, out=y)),
+    ("Div", 7, lambda a, b, y, at: _div(a, b, y)),
+    ("Pow", 7, lambda a, b, y, at: _pow(a, b, y)),
+    ("Mod", 10, _mod),
+    ("PRelu", 7, lambda a, b, y, at: _prelu(a, b, y)),
+    ("Equal", 7, lambda a, b, y, at: np.equal(a, b, out=y)),
+    ("Less", 7, lambda a, b, y, at: np.less(a, b, out=y)),
+    ("Greater", 7, lambda a, b, y, at: np.greater(a, b, out=y)),
+    ("LessOrEqual", 12, lambda a, b, y, at: np.less_equal(a, b, out=y)),
+    ("GreaterOrEqual", 12, lambda a, b, y, at: np.greater_equal(a, b, out=y)),
+    ("And", 7, lambda a, b, y, at: np.logical_and(a, b, out=y)),
+    ("Or", 7, lambda a, b, y, at: np.logical_or(a, b, out=y)),
+    ("Xor", 7, lambda a, b, y, at: np.logical_xor(a, b, out=y)),
+    ("BitwiseAnd", 18, lambda a, b, y, at: np.bitwise_and(a, b, out=y)),
+    ("BitwiseOr", 18, lambda a, b, y, at: np.bitwise_or(a, b, out=y)),
+    ("BitwiseXor", 18, lambda a, b, y, at: np.bitwise_xor(a, b, out=y)),
 ]
 
 
@@ -92,7 +79,7 @@ UFUNCS = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Equal": np.equ
           "Less": np.less, "Greater": np.greater}
 
 
-def _register_binary(name, since, fn, result, same_types) -> None:
+def _register_binary(name, since, fn) -> None:
     def kernel(ins, outs, attrs, tiling, ws, fn=fn):
         fn(ins[0], ins[1], outs[0], attrs)
 
@@ -106,10 +93,9 @@ def _register_binary(name, since, fn, result, same_types) -> None:
         a, b = expanded(a, y.shape, constant[0]), expanded(b, y.shape, constant[1])
         return lambda: ufunc(a, b, out=y)
 
-    cls = type(name, (), {"infer": staticmethod(_infer_rule(result, same_types)),
-                          "kernel": staticmethod(kernel), "prepare": staticmethod(prepare),
+    cls = type(name, (), {"kernel": staticmethod(kernel), "prepare": staticmethod(prepare),
                           "__doc__": f"Broadcasting {name}."})
-    op(name, since=since)(cls)
+    NUMPY.kernel(name, since)(cls)
 
 
 for _entry in BINARY:
@@ -119,6 +105,8 @@ for _entry in BINARY:
 #: Variadic ops: (name, ufunc combining two operands, divide by count at the end)
 VARIADIC = [("Sum", np.add, False), ("Max", np.maximum, False), ("Min", np.minimum, False),
             ("Mean", np.add, True)]
+#: Their versions: opset 8 made their broadcasting multidirectional; one kernel serves both.
+VARIADIC_SINCE = (1, 8)
 
 
 def _register_variadic(name, ufunc, mean) -> None:
@@ -130,32 +118,19 @@ def _register_variadic(name, ufunc, mean) -> None:
         if mean:
             np.divide(y, len(ins), out=y, casting="unsafe")
 
-    def infer(ctx: InferContext) -> list[TensorType]:
-        if ctx.num_inputs < 1:
-            ctx.fail("needs at least one input")
-        return _infer_rule("same")(ctx)
-
-    cls = type(name, (), {"infer": staticmethod(infer), "kernel": staticmethod(kernel),
-                          "__doc__": f"Variadic broadcasting {name}."})
-    op(name, since=1)(cls)
+    for since in VARIADIC_SINCE:
+        cls = type(f"{name}{since}", (), {"kernel": staticmethod(kernel),
+                                          "__doc__": f"Variadic broadcasting {name}."})
+        NUMPY.kernel(name, since)(cls)
 
 
 for _entry in VARIADIC:
     _register_variadic(*_entry)
 
 
-@op("Where", since=9)
+@NUMPY.kernel("Where", 9)
 class Where:
     """Elementwise select with three-way broadcasting."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        c, x, y = (ctx.input_type(i) for i in range(3))
-        if c.dtype != "bool":
-            ctx.fail(f"condition must be bool, got {c.dtype}")
-        if x.dtype != y.dtype:
-            ctx.fail(f"X is {x.dtype} but Y is {y.dtype}")
-        return [TensorType(x.dtype, broadcast_shapes(ctx, c.shape, x.shape, y.shape))]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -175,21 +150,15 @@ def _legacy_b(a: np.ndarray, b: np.ndarray, attrs: dict) -> np.ndarray:
 
 
 def _register_legacy(name: str, since: int, fn) -> None:
-    def infer(ctx: InferContext) -> list[TensorType]:
-        a, b = ctx.input_type(0), ctx.input_type(1)
-        if not int(ctx.attrs.get("broadcast", 0)) and a.shape != b.shape and name != "PRelu":
-            ctx.fail(f"shapes {a.shape} and {b.shape} differ and broadcast is not set")
-        return [TensorType(a.dtype, a.shape)]     # B broadcasts to A's shape
-
     def kernel(ins, outs, attrs, tiling, ws):
         a, b = ins[0], ins[1]
         if name == "PRelu" and b.ndim == 1 and a.ndim >= 2 and b.shape[0] == a.shape[1] > 1:
             b = b.reshape((-1,) + (1,) * (a.ndim - 2))      # old PRelu: one slope per channel
         fn(a, _legacy_b(a, b, attrs), outs[0], attrs)
 
-    cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "kernel": staticmethod(kernel),
+    cls = type(f"{name}{since}", (), {"kernel": staticmethod(kernel),
                                       "__doc__": f"{name} with opset-{since} broadcasting."})
-    op(name, since=since)(cls)
+    NUMPY.kernel(name, since)(cls)
 
 
 _LEGACY_FNS = {entry[0]: entry[2] for entry in BINARY}

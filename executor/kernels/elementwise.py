@@ -1,7 +1,8 @@
-"""Unary elementwise ops: math functions and activations (table-driven registration).
+"""Kernels of the unary elementwise ops: math functions and activations (table-driven
+registration), IsInf and Clip; :func:`erf`, which numpy lacks, for them and for Gelu.
 
-Every entry is ``(name, since, fn)`` where ``fn(x, y, attrs)`` writes ``y`` in place.
-Clip (attrs since 6, optional inputs since 11) is registered by hand.
+Every entry of :data:`UNARY` is ``(name, since, fn)`` where ``fn(x, y, attrs)`` writes
+``y`` in place.  The ops are defined (shape rules, traits) in :mod:`aircc.ops.defs.elementwise`.
 """
 from __future__ import annotations
 
@@ -9,23 +10,15 @@ import math
 from typing import Callable
 
 import numpy as np
-from numpy.polynomial import chebyshev as _cheb
+from numpy.polynomial import chebyshev
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import relu, view
-from aircc.executor.kernels.registry import InferContext, op
-
-
-def _same(ctx: InferContext) -> list[TensorType]:
-    return [ctx.input_type(0)]
+from .epilogue import relu
+from .numpy_backend import NUMPY
+from .scratch import view
 
 
-def _bool_out(ctx: InferContext) -> list[TensorType]:
-    return [TensorType("bool", ctx.input_type(0).shape)]
-
-
-def _c(y: np.ndarray, v: float):
-    """A scalar in ``y``'s dtype (keeps float32 math in float32)."""
+def scalar_like(y: np.ndarray, v: float) -> np.generic:
+    """``v`` as a scalar of ``y``'s dtype (keeps float32 math in float32)."""
     return y.dtype.type(v)
 
 
@@ -42,11 +35,13 @@ def _c(y: np.ndarray, v: float):
 # [1, 6] (~1e-15).
 # Chunks of 64k elements (256 KiB in float32) stay in a core's cache; smaller ones pay
 # numpy's per-call cost more often (16k took 20% longer on BERT's GELU).
-_ERF_CHUNK = 65536
-_ERF_TANH32 = [np.float32(c) for c in (        # high order first, in t = x^2
+ERF_CHUNK = 65536
+"""Elements per chunk of the float32 erf (and of Gelu, which shares its polynomial)."""
+ERF_TANH32 = [np.float32(c) for c in (
     1.351662035631307e-07, -5.563642389461165e-06, 8.707454981049523e-05,
     -6.185260717757046e-04, -1.929665741045028e-04, 1.027693822979927e-01,
     1.128379225730896e+00)]
+"""Coefficients of P, high order first in t = x^2: float32 erf(x) = tanh(x P(x^2))."""
 
 
 def _f64_tables():
@@ -58,7 +53,7 @@ def _f64_tables():
         return np.array([math.erfc(1 / v) * math.exp(1 / (v * v))
                          for v in (np.atleast_1d(u) + 1) * (hi - lo) / 2 + lo])
 
-    poly = _cheb.cheb2poly(_cheb.chebinterpolate(erfcx, 22))
+    poly = chebyshev.cheb2poly(chebyshev.chebinterpolate(erfcx, 22))
     return taylor[::-1], poly[::-1].tolist(), lo, hi
 
 
@@ -92,7 +87,7 @@ def _erf_f32(x: np.ndarray, y: np.ndarray) -> None:
     """y = erf(x) for float32 x and y of the same (cache-sized) length."""
     with np.errstate(over="ignore", invalid="ignore"):
         t = np.multiply(x, x)
-        p = _horner(_ERF_TANH32, t)
+        p = _horner(ERF_TANH32, t)
         np.multiply(x, p, out=y)
     np.tanh(y, out=y)
 
@@ -101,8 +96,8 @@ def erf(x: np.ndarray, y: np.ndarray) -> None:
     """y = erf(x): float32 within 6 ulp, float64 ~1e-15 (float16 via float32)."""
     xf, yf = x.reshape(-1), view(y, (-1,))
     wide = x.dtype == np.float64
-    for i in range(0, xf.size, _ERF_CHUNK):
-        xs, ys = xf[i:i + _ERF_CHUNK], yf[i:i + _ERF_CHUNK]
+    for i in range(0, xf.size, ERF_CHUNK):
+        xs, ys = xf[i:i + ERF_CHUNK], yf[i:i + ERF_CHUNK]
         if wide:
             np.copyto(ys, _erf_f64(xs), casting="unsafe")
         elif xs.dtype == np.float32 and ys.dtype == np.float32:
@@ -118,23 +113,23 @@ def _sigmoid(x, y, attrs):
     with np.errstate(over="ignore"):
         np.negative(x, out=y)
         np.exp(y, out=y)
-    np.add(y, _c(y, 1), out=y)
+    np.add(y, scalar_like(y, 1), out=y)
     np.reciprocal(y, out=y)
 
 
 def _leaky(x, y, alpha):
-    np.multiply(x, _c(y, alpha), out=y)
+    np.multiply(x, scalar_like(y, alpha), out=y)
     (np.maximum if alpha <= 1 else np.minimum)(x, y, out=y)
 
 
 def _elu_like(x, y, alpha, gamma=1.0):
     """y = gamma * (x if x > 0 else alpha * (exp(x) - 1))."""
-    np.minimum(x, _c(y, 0), out=y)
+    np.minimum(x, scalar_like(y, 0), out=y)
     np.expm1(y, out=y)
-    np.multiply(y, _c(y, alpha), out=y)
+    np.multiply(y, scalar_like(y, alpha), out=y)
     np.copyto(y, x, where=x > 0)
     if gamma != 1.0:
-        np.multiply(y, _c(y, gamma), out=y)
+        np.multiply(y, scalar_like(y, gamma), out=y)
 
 
 def _softplus(x, y, attrs):
@@ -147,14 +142,14 @@ def _softplus(x, y, attrs):
 
 
 def _hard_sigmoid(x, y, alpha, beta):
-    np.multiply(x, _c(y, alpha), out=y)
-    np.add(y, _c(y, beta), out=y)
-    np.clip(y, _c(y, 0), _c(y, 1), out=y)
+    np.multiply(x, scalar_like(y, alpha), out=y)
+    np.add(y, scalar_like(y, beta), out=y)
+    np.clip(y, scalar_like(y, 0), scalar_like(y, 1), out=y)
 
 
 def _softsign(x, y, attrs):
     np.abs(x, out=y)
-    np.add(y, _c(y, 1), out=y)
+    np.add(y, scalar_like(y, 1), out=y)
     np.divide(x, y, out=y)
 
 
@@ -166,8 +161,8 @@ def _hard_swish(x, y, attrs):
 def _shrink(x, y, attrs):
     lambd, bias = float(attrs.get("lambd", 0.5)), float(attrs.get("bias", 0.0))
     y[...] = 0
-    np.add(x, _c(y, bias), out=y, where=x < -lambd, casting="unsafe")
-    np.subtract(x, _c(y, bias), out=y, where=x > lambd, casting="unsafe")
+    np.add(x, scalar_like(y, bias), out=y, where=x < -lambd, casting="unsafe")
+    np.subtract(x, scalar_like(y, bias), out=y, where=x > lambd, casting="unsafe")
 
 
 def _ufunc(f) -> Callable:
@@ -192,76 +187,75 @@ def _mish(x, y, attrs):
 
 def _celu(x, y, attrs):
     alpha = float(attrs.get("alpha", 1.0))
-    np.divide(x, _c(y, alpha), out=y)
-    np.minimum(y, _c(y, 0), out=y)
+    np.divide(x, scalar_like(y, alpha), out=y)
+    np.minimum(y, scalar_like(y, 0), out=y)
     np.expm1(y, out=y)
-    np.multiply(y, _c(y, alpha), out=y)
+    np.multiply(y, scalar_like(y, alpha), out=y)
     np.copyto(y, x, where=x > 0)
 
 
 _SELU_A, _SELU_G = 1.67326319217681884765625, 1.05070102214813232421875
 
-#: (name, since, fn(x, y, attrs), shape rule)
+#: (name, since, fn(x, y, attrs))
 UNARY = [
-    ("Relu", 1, lambda x, y, a: relu(x, y), _same),
-    ("Sigmoid", 1, _sigmoid, _same),
-    ("Tanh", 1, _ufunc(np.tanh), _same),
-    ("Exp", 1, _ufunc(np.exp), _same),
-    ("Log", 1, _ufunc(np.log), _same),
-    ("Sqrt", 1, _ufunc(np.sqrt), _same),
-    ("Neg", 1, _ufunc(np.negative), _same),
-    ("Abs", 1, _ufunc(np.abs), _same),
-    ("Reciprocal", 1, _ufunc(np.reciprocal), _same),
-    ("Floor", 1, _ufunc(np.floor), _same),
-    ("Ceil", 1, _ufunc(np.ceil), _same),
-    ("Erf", 9, lambda x, y, a: erf(x, y), _same),
-    ("Sign", 9, _ufunc(np.sign), _same),
-    ("Not", 1, _ufunc(np.logical_not), _same),
-    ("Sin", 7, _ufunc(np.sin), _same),
-    ("Cos", 7, _ufunc(np.cos), _same),
-    ("Tan", 7, _ufunc(np.tan), _same),
-    ("Asin", 7, _ufunc(np.arcsin), _same),
-    ("Acos", 7, _ufunc(np.arccos), _same),
-    ("Atan", 7, _ufunc(np.arctan), _same),
-    ("Sinh", 9, _ufunc(np.sinh), _same),
-    ("Cosh", 9, _ufunc(np.cosh), _same),
-    ("Asinh", 9, _ufunc(np.arcsinh), _same),
-    ("Acosh", 9, _ufunc(np.arccosh), _same),
-    ("Atanh", 9, _ufunc(np.arctanh), _same),
-    ("Round", 11, _round, _same),
-    ("IsNaN", 9, _ufunc(np.isnan), _bool_out),
-    ("LeakyRelu", 1, lambda x, y, a: _leaky(x, y, float(a.get("alpha", 0.01))), _same),
-    ("Elu", 1, lambda x, y, a: _elu_like(x, y, float(a.get("alpha", 1.0))), _same),
+    ("Relu", 1, lambda x, y, a: relu(x, y)),
+    ("Sigmoid", 1, _sigmoid),
+    ("Tanh", 1, _ufunc(np.tanh)),
+    ("Exp", 1, _ufunc(np.exp)),
+    ("Log", 1, _ufunc(np.log)),
+    ("Sqrt", 1, _ufunc(np.sqrt)),
+    ("Neg", 1, _ufunc(np.negative)),
+    ("Abs", 1, _ufunc(np.abs)),
+    ("Reciprocal", 1, _ufunc(np.reciprocal)),
+    ("Floor", 1, _ufunc(np.floor)),
+    ("Ceil", 1, _ufunc(np.ceil)),
+    ("Erf", 9, lambda x, y, a: erf(x, y)),
+    ("Sign", 9, _ufunc(np.sign)),
+    ("Not", 1, _ufunc(np.logical_not)),
+    ("Sin", 7, _ufunc(np.sin)),
+    ("Cos", 7, _ufunc(np.cos)),
+    ("Tan", 7, _ufunc(np.tan)),
+    ("Asin", 7, _ufunc(np.arcsin)),
+    ("Acos", 7, _ufunc(np.arccos)),
+    ("Atan", 7, _ufunc(np.arctan)),
+    ("Sinh", 9, _ufunc(np.sinh)),
+    ("Cosh", 9, _ufunc(np.cosh)),
+    ("Asinh", 9, _ufunc(np.arcsinh)),
+    ("Acosh", 9, _ufunc(np.arccosh)),
+    ("Atanh", 9, _ufunc(np.arctanh)),
+    ("Round", 11, _round),
+    ("IsNaN", 9, _ufunc(np.isnan)),
+    ("LeakyRelu", 1, lambda x, y, a: _leaky(x, y, float(a.get("alpha", 0.01)))),
+    ("Elu", 1, lambda x, y, a: _elu_like(x, y, float(a.get("alpha", 1.0)))),
     ("Selu", 1, lambda x, y, a: _elu_like(x, y, float(a.get("alpha", _SELU_A)),
-                                          float(a.get("gamma", _SELU_G))), _same),
-    ("Celu", 12, _celu, _same),
+                                          float(a.get("gamma", _SELU_G)))),
+    ("Celu", 12, _celu),
     ("HardSigmoid", 1, lambda x, y, a: _hard_sigmoid(x, y, float(a.get("alpha", 0.2)),
-                                                     float(a.get("beta", 0.5))), _same),
-    ("Softplus", 1, _softplus, _same),
-    ("Softsign", 1, _softsign, _same),
-    ("HardSwish", 14, _hard_swish, _same),
-    ("Mish", 18, _mish, _same),
-    ("ThresholdedRelu", 10, _thresholded_relu, _same),
-    ("Shrink", 9, _shrink, _same),
+                                                     float(a.get("beta", 0.5)))),
+    ("Softplus", 1, _softplus),
+    ("Softsign", 1, _softsign),
+    ("HardSwish", 14, _hard_swish),
+    ("Mish", 18, _mish),
+    ("ThresholdedRelu", 10, _thresholded_relu),
+    ("Shrink", 9, _shrink),
 ]
 
 
-def _register(name: str, since: int, fn: Callable, rule: Callable) -> None:
+def _register(name: str, since: int, fn: Callable) -> None:
     def kernel(ins, outs, attrs, tiling, ws, fn=fn):
         fn(ins[0], outs[0], attrs)
 
-    cls = type(name, (), {"infer": staticmethod(rule), "kernel": staticmethod(kernel),
-                          "__doc__": f"Elementwise {name}."})
-    op(name, since=since)(cls)
+    cls = type(name, (), {"kernel": staticmethod(kernel), "__doc__": f"Elementwise {name}."})
+    NUMPY.kernel(name, since)(cls)
 
 
 for _entry in UNARY:
     _register(*_entry)
 
 
-@op("IsInf", since=10)
+@NUMPY.kernel("IsInf", 10)
 class IsInf:
-    infer = staticmethod(_bool_out)
+    """IsInf: ``detect_positive`` / ``detect_negative`` pick the infinities found."""
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -288,31 +282,21 @@ def _clip(x, y, lo, hi) -> None:
         np.minimum(np.maximum(x, lo, out=y), hi, out=y)
 
 
-@op("Clip", since=6)
+@NUMPY.kernel("Clip", 6)
 class Clip6:
     """Clip with ``min``/``max`` attributes."""
-
-    infer = staticmethod(_same)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         y = outs[0]
         lo, hi = attrs.get("min"), attrs.get("max")
-        _clip(ins[0], y, None if lo is None else _c(y, lo), None if hi is None else _c(y, hi))
+        _clip(ins[0], y, None if lo is None else scalar_like(y, lo),
+              None if hi is None else scalar_like(y, hi))
 
 
-@op("Clip", since=11)
+@NUMPY.kernel("Clip", 11)
 class Clip11:
     """Clip with optional scalar ``min``/``max`` inputs."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        for i in (1, 2):
-            if ctx.has_input(i):
-                s = ctx.input_type(i).shape
-                if s is not None and (len(s) > 1 or (len(s) == 1 and s[0] != 1)):
-                    ctx.fail(f"input {i} must be a scalar, got shape {s}")
-        return [ctx.input_type(0)]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:

@@ -4,14 +4,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from aircc.errors import ShapeInferenceError
-from aircc.executor.kernels import binary  # noqa: E402
-from kernel_harness import RNG, T, check, infer, ints, rand
+from aircc.executor.kernels import binary
+from aircc.ops import Trait, op_def
+from aircc.ops.defs import binary as binary_defs
+from kernel_harness import BACKEND, RNG, T, check, infer, ints, rand
 
 _SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3))]
 
 
 @pytest.mark.parametrize("a,b", _SHAPES)
-@pytest.mark.parametrize("name,since,result", [(e[0], e[1], e[3]) for e in binary.BINARY])
+@pytest.mark.parametrize("name,since,result", [(e[0], e[1], e[3]) for e in binary_defs.BINARY])
 def test_binary(name, since, result, a, b):
     opset = max(since, 13)
     if name in ("And", "Or", "Xor"):
@@ -76,3 +78,35 @@ def test_broadcast_symbolic():
         infer("Add", [T((2, 3)), T((4,))])
     with pytest.raises(ShapeInferenceError):
         infer("Add", [T((2, 3)), T((3,), "int64")])
+
+
+def test_every_kernel_has_a_definition_of_its_version():
+    """The kernel tables and the definitions list the same (op, since) pairs."""
+    kernels = {(e[0], e[1]) for e in binary.BINARY}
+    kernels |= {(e[0], since) for e in binary.VARIADIC for since in binary.VARIADIC_SINCE}
+    kernels |= {("Where", 9)} | set(binary_defs.LEGACY)
+    for name, since in kernels:
+        d = op_def(name, since)
+        assert d.native and d.since == since, (name, since, d.since)
+        assert BACKEND.impl(name, since).since == since, (name, since)
+
+
+_HOST = {"Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Equal", "Less", "Greater",
+         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Where"}
+_ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater",
+                "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where"}
+
+
+@pytest.mark.parametrize("name,since", sorted(
+    {(e[0], e[1]) for e in binary_defs.BINARY} | set(binary_defs.LEGACY) | {("Where", 9)}
+    | {(n, s) for n, _ in binary_defs.VARIADIC for s, _ in binary_defs.VARIADIC_VERSIONS}))
+def test_traits(name, since):
+    """ELEMENTWISE from opset 7 for binary ops and from 8 for variadic ones (earlier versions
+    align B at an axis), never PRelu (its slope broadcasts one way); HOST_CAPABLE on every
+    version of the shape-arithmetic ops."""
+    d = op_def(name, since)
+    variadic = name in ("Sum", "Max", "Min", "Mean")
+    elementwise = (name in _ELEMENTWISE and since >= 7) or (variadic and since >= 8)
+    assert d.has(Trait.ELEMENTWISE) == elementwise, (name, since)
+    assert d.has(Trait.HOST_CAPABLE) == (name in _HOST), (name, since)
+    assert d.engine == "vector" and d.foldable and d.value_inputs == ()

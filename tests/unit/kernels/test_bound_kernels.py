@@ -120,11 +120,13 @@ def test_gelu_bound_equals_plain(n):
 
 
 def test_gelu_declines_the_tanh_form_and_in_place():
-    spec = _spec("Gelu")
+    from kernel_harness import BACKEND
+
+    impl = BACKEND.impl("Gelu", 20)
     x = _r(8)
     ws = np.empty(64, np.uint8)
-    assert spec.prepare([x], [np.empty(8, np.float32)], {"approximate": "tanh"}, {}, ws, [False]) is None
-    assert spec.prepare([x], [x], {}, {}, ws, [False]) is None
+    assert impl.prepare([x], [np.empty(8, np.float32)], {"approximate": "tanh"}, {}, ws, [False]) is None
+    assert impl.prepare([x], [x], {}, {}, ws, [False]) is None
 
 
 def test_device_binds_through_prepare_only_when_told_the_operands_stay():

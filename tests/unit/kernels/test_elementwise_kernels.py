@@ -5,8 +5,10 @@ import math
 
 import numpy as np
 import pytest
-from aircc.executor.kernels import elementwise, gelu  # noqa: E402
-from kernel_harness import RNG, check, ints, rand
+from aircc.executor.kernels import elementwise, gelu
+from aircc.ops import Trait, op_def
+from aircc.ops.defs import elementwise as elementwise_defs
+from kernel_harness import BACKEND, RNG, check, ints, rand
 
 _DOMAIN = {"Log": (0.1, 5), "Sqrt": (0, 5), "Reciprocal": (0.5, 3), "Acosh": (1, 4),
            "Asin": (-0.99, 0.99), "Acos": (-0.99, 0.99), "Atanh": (-0.99, 0.99),
@@ -36,7 +38,8 @@ def test_relu_against_shared_zeros():
     """Relu on tensors past RELU_ZEROS_MIN compares with a read-only view of zeros (numpy's
     SIMD maximum): same values as max(x, 0), NaN and -0 kept as numpy keeps them, strided
     inputs, in place, and the zeros block is never written."""
-    from aircc.executor.kernels._common import RELU_ZEROS_MIN, relu, zeros
+    from aircc.executor.kernels.epilogue import RELU_ZEROS_MIN, relu
+    from aircc.executor.kernels.scratch import zeros
 
     x = rand(3, 40, 70, lo=-2, hi=2)
     assert x.size >= RELU_ZEROS_MIN
@@ -130,3 +133,28 @@ def test_clip(opset):
         check("Clip", [x], opset=opset)
     if opset == 13:
         check("Clip", [ints(3, 4), np.array(-2, np.int64), np.array(3, np.int64)], opset=13)
+
+
+def test_every_kernel_has_a_definition_of_its_version():
+    """The kernel table and the definitions list the same (op, since) pairs."""
+    assert [(e[0], e[1]) for e in elementwise.UNARY] == \
+        [(e[0], e[1]) for e in elementwise_defs.UNARY]
+    for name, since in [(e[0], e[1]) for e in elementwise.UNARY] + [("IsInf", 10), ("Clip", 6),
+                                                                     ("Clip", 11), ("Gelu", 20)]:
+        d = op_def(name, since)
+        assert d.native and d.since == since, (name, since, d.since)
+        assert BACKEND.impl(name, since).since == since, (name, since)
+
+
+_HOST = {"Neg", "Abs", "Floor", "Ceil", "Sqrt", "Not", "Sign"}
+
+
+@pytest.mark.parametrize("name,since", [(e[0], e[1]) for e in elementwise.UNARY]
+                         + [("IsInf", 10), ("Gelu", 20), ("Clip", 6), ("Clip", 11)])
+def test_traits(name, since):
+    """Every unary op, IsNaN, IsInf and Gelu apply per element (Clip is not marked);
+    HOST_CAPABLE on the shape-arithmetic ones."""
+    d = op_def(name, since)
+    assert d.has(Trait.ELEMENTWISE) == (name != "Clip"), name
+    assert d.has(Trait.HOST_CAPABLE) == (name in _HOST), name
+    assert d.engine == "vector" and d.foldable and d.value_inputs == ()
