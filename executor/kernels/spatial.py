@@ -110,7 +110,7 @@ class _ResizeBase:
 
     @classmethod
     def params(cls, ins, attrs, x_shape):
-        """(scales per axis, output shape) from the runtime inputs."""
+        """The scale of every axis, from the runtime inputs."""
         r = len(x_shape)
         if cls.V10:
             scales = [float(s) for s in np.asarray(ins[1]).reshape(-1)]
