@@ -1,17 +1,18 @@
-"""Normalisations: BatchNormalization (inference), LRN, LayerNormalization,
+"""Normalisation kernels: BatchNormalization (inference), LRN, LayerNormalization,
 InstanceNormalization."""
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels._common import (align, axis_plain, broadcast_shapes, carve,
-                                            constant_column, epilogue, expanded, norm_axis, prod,
-                                            view, workspace)
-from aircc.executor.kernels.registry import InferContext, op
+from aircc.ops.shapes import axis_plain, prod
+from aircc.ops.targets import Target
+
+from .epilogue import epilogue, expanded
+from .numpy_backend import NUMPY
+from .scratch import align, carve, constant_column, view, workspace
 
 
-@op("BatchNormalization", since=1)
+@NUMPY.kernel("BatchNormalization", since=1)
 class BatchNormalization:
     """Inference mode: y = (x - mean) / sqrt(var + eps) * scale + B, per channel (axis 1).
 
@@ -19,18 +20,6 @@ class BatchNormalization:
     handled by broadcasting; training mode (``training_mode=1`` or the optional
     running-statistics outputs) is rejected.
     """
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        xt = ctx.input_type(0)
-        xs = ctx.input_shape(0)
-        if len(xs) < 2:
-            ctx.fail(f"X must have rank >= 2, got {xs}")
-        if int(ctx.attrs.get("training_mode", 0)) or ctx.num_outputs > 1:
-            ctx.unsupported("training mode (running mean/var outputs) is not supported")
-        for i in range(1, 5):
-            ctx.input_shape(i)
-        return [TensorType(xt.dtype, xs)]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -48,21 +37,12 @@ class BatchNormalization:
         epilogue(y, None, attrs)
 
 
-@op("LRN", since=1)
+@NUMPY.kernel("LRN", since=1)
 class LRN:
     """Local response normalisation across channels."""
 
     @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        xs = ctx.input_shape(0)
-        if len(xs) < 3:
-            ctx.fail(f"X must have rank >= 3, got {xs}")
-        if "size" not in ctx.attrs:
-            ctx.fail("attribute size is required")
-        return [ctx.input_type(0)]
-
-    @staticmethod
-    def tiling(types, attrs) -> dict:
+    def tiling(types, attrs: dict, target: Target) -> dict:
         return {"workspace": prod(types[0].shape) * np.dtype(types[0].dtype).itemsize}
 
     @staticmethod
@@ -184,36 +164,12 @@ def _layernorm_ws(rows: int, cols: int) -> int:
     return align(rows * cols * 4) + align(2 * rows * 4)
 
 
-@op("LayerNormalization", since=17)
+@NUMPY.kernel("LayerNormalization", since=17)
 class LayerNormalization:
     """Normalise over axes [axis, rank); outputs Y and optionally Mean, InvStdDev."""
 
     @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        xt = ctx.input_type(0)
-        xs = ctx.input_shape(0)
-        axis = norm_axis(ctx, ctx.attrs.get("axis", -1), len(xs))
-        ctx.input_type(1)
-        stash_type = int(ctx.attrs.get("stash_type", 1))
-        if stash_type != 1:
-            ctx.unsupported(f"stash_type {stash_type} is not supported (only 1, float32)")
-        stash = "float32"  # type of Mean / InvStdDev
-        if ctx.attrs.get("fused_add") and ctx.num_inputs >= 4:
-            # the residual Add before it (fuse-add-layernorm): normalise the sum's shape
-            xs = broadcast_shapes(ctx, xs, ctx.input_shape(3))
-            if len(xs) != len(ctx.input_shape(0)):
-                ctx.fail(f"fused_add residual {ctx.input_shape(3)} has a higher rank than X")
-        red = tuple(xs[:axis]) + (1,) * (len(xs) - axis)
-        outs = [TensorType(xt.dtype, xs)]
-        outs += [TensorType(stash, red)] * (ctx.num_outputs - 1)
-        if ctx.attrs.get("fused_add") and (ctx.num_inputs < 4 or ctx.input_type(3).dtype != xt.dtype):
-            ctx.fail("fused_add needs the residual as input 3, of X's dtype")
-        if ctx.num_outputs > 3:
-            ctx.fail("LayerNormalization has at most 3 outputs")
-        return outs
-
-    @staticmethod
-    def tiling(types, attrs) -> dict:
+    def tiling(types, attrs: dict, target: Target) -> dict:
         shape = types[0].shape
         if types[0].dtype != "float32" or not types[0].is_static:
             return {}
@@ -255,16 +211,9 @@ class LayerNormalization:
             view(outs[2], (-1,))[...] = inv.reshape(-1)
 
 
-@op("InstanceNormalization", since=1)
+@NUMPY.kernel("InstanceNormalization", since=1)
 class InstanceNormalization:
     """Per (sample, channel) normalisation over the spatial dims, then scale and B."""
-
-    @staticmethod
-    def infer(ctx: InferContext) -> list[TensorType]:
-        xs = ctx.input_shape(0)
-        if len(xs) < 3:
-            ctx.fail(f"X must have rank >= 3, got {xs}")
-        return [ctx.input_type(0)]
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:

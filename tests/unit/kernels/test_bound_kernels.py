@@ -11,6 +11,7 @@ import pytest
 from aircc.compiler.ir.graph import TensorType
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.kernels.registry import lookup
+from kernel_harness import BACKEND, TARGET
 
 
 def _spec(op: str, version: int = 20, domain: str = ""):
@@ -65,11 +66,11 @@ def test_layernorm_bound_equals_plain(case, constant):
 
 
 def test_layernorm_bound_reads_non_constant_operands_every_run():
-    spec = _spec("LayerNormalization", 17)
+    impl = BACKEND.impl("LayerNormalization", 17)
     x, g, b, y = _r(4, 8), _r(8), _r(8), np.empty((4, 8), np.float32)
-    tiling = spec.tiling([TensorType.of(a) for a in (x, g, b)], {})
+    tiling = impl.tile([TensorType.of(a) for a in (x, g, b)], {}, TARGET)
     ws = np.empty(tiling["workspace"], np.uint8)
-    run = spec.prepare([x, g, b], [y], {}, tiling, ws, [False, False, False])
+    run = impl.prepare([x, g, b], [y], {}, tiling, ws, [False, False, False])
     run()
     first = y.copy()
     g *= 2
@@ -79,16 +80,16 @@ def test_layernorm_bound_reads_non_constant_operands_every_run():
 
 
 def test_layernorm_declines_what_it_does_not_cover():
-    spec = _spec("LayerNormalization", 17)
+    impl = BACKEND.impl("LayerNormalization", 17)
     x, g = _r(4, 8), _r(8)
-    tiling = spec.tiling([TensorType.of(x), TensorType.of(g)], {})
+    tiling = impl.tile([TensorType.of(x), TensorType.of(g)], {}, TARGET)
     ws = np.empty(tiling["workspace"], np.uint8)
     y, mean = np.empty((4, 8), np.float32), np.empty((4, 1), np.float32)
-    assert spec.prepare([x, g], [y, mean], {}, tiling, ws, [False, True]) is None   # Mean wanted
-    assert spec.prepare([x, g], [y], {}, tiling, None, [False, True]) is None       # no workspace
+    assert impl.prepare([x, g], [y, mean], {}, tiling, ws, [False, True]) is None   # Mean wanted
+    assert impl.prepare([x, g], [y], {}, tiling, None, [False, True]) is None       # no workspace
     x64 = x.astype(np.float64)
-    assert spec.prepare([x64, g], [y.astype(np.float64)], {}, {}, ws, [False, True]) is None
-    assert spec.tiling([TensorType("float32", (2, 2048)), TensorType.of(g)], {}) == {}
+    assert impl.prepare([x64, g], [y.astype(np.float64)], {}, {}, ws, [False, True]) is None
+    assert impl.tile([TensorType("float32", (2, 2048)), TensorType.of(g)], {}, TARGET) == {}
 
 
 @pytest.mark.parametrize("attrs, batch", [({}, (3, 4)), ({"fused_add": 1}, (3, 4)),
