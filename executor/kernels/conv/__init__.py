@@ -48,6 +48,9 @@ def wants_packed(x_shape, w_shape, attrs: dict, dtype=np.float32) -> bool:
     return choice.wants_packed(x_shape, w_shape, attrs, dtype, resolve_target(None))
 
 
+NUMPY.layout("Conv")(choice.weight_layout)
+
+
 @NUMPY.kernel("Conv", since=1)
 class Conv:
     """N-D convolution with groups, dilations, strides, pads / auto_pad and optional bias."""

@@ -47,6 +47,12 @@ STACKED_MAX_BYTES = 8 << 20
 #: ones), 0.98-1.07 above 60 M (ResNet's and VGG's).
 TAPS_MIN_MACS = 50_000_000
 
+#: Input channels per group below which one im2col GEMM beats a GEMM per tap.
+PACKED_MIN_CHANNELS = 64
+#: Groups above which the GEMM calls per tap and group cost more than they save.
+PACKED_MAX_GROUPS = 4
+
+
 def _stacks_taps(c: int, m: int, g: int, plan: dict, itemsize: int) -> bool:
     """Whether a 2-D conv with this phase plan runs in the stacked mode (see the package doc)."""
     ntaps = len(plan["taps"])
@@ -95,6 +101,25 @@ def wants_packed(x_shape: Sequence[Dim], w_shape: Sequence[Dim], attrs: dict, dt
     if _exact_columns(out_sp[1], plan["wq"]):
         return False
     return int(x_shape[0]) * m * cg * kh * kw * out_sp[0] * out_sp[1] >= TAPS_MIN_MACS
+
+
+def weight_layout(types: list[TensorType | None], attrs: dict, target: Target) -> str:
+    """The weight layout a conv of these input types runs best on, for ``target``:
+    ``HWOI`` (packed per tap) for a 2-D conv of several taps with at least
+    ``PACKED_MIN_CHANNELS`` input channels per group and at most ``PACKED_MAX_GROUPS``
+    groups that :func:`wants_packed`, else ``OIHW`` (ONNX's)."""
+    wt = types[1] if len(types) > 1 else None
+    if wt is None or wt.shape is None or len(wt.shape) != 4 \
+            or not all(is_int(d) for d in wt.shape):
+        return OIHW
+    _, cg, kh, kw = logical_weight_shape(wt.shape, attrs)
+    if kh * kw == 1 or cg < PACKED_MIN_CHANNELS or int(attrs.get("group", 1)) > PACKED_MAX_GROUPS:
+        return OIHW
+    xt = types[0]
+    if xt is not None and xt.shape is not None \
+            and not wants_packed(xt.shape, wt.shape, attrs, wt.dtype, target):
+        return OIHW
+    return HWOI
 
 
 def tiling(types: list[TensorType], attrs: dict, target: Target) -> dict:

@@ -12,7 +12,7 @@ from aircc.errors import ShapeInferenceError
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.kernels import blas, registry
 from aircc.executor.kernels.conv import choice as conv_choice
-from aircc.ops import InferContext, TensorType, op_def
+from aircc.ops import InferContext, TensorType, op_def, resolve_target
 from graphs import const, model, tensor
 from kernel_harness import BACKEND, TARGET
 from onnx import helper
@@ -281,6 +281,24 @@ def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
         x = rand(1, 64, size, size)
         expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
         np.testing.assert_allclose(aircc.load(compiled.om).run({"x": x})["y"], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_backends_layout_rule_packs_what_pack_weights_packs_for_the_target():
+    """The numpy backend's weight layout for Conv: packed per tap (64+ channels per group,
+    few groups, several taps, an output wide and big enough, or unknown), ONNX's where the
+    wide or Winograd mode takes the conv; the target's Winograd thresholds decide: 64 -> 64
+    at 224 x 224 runs Winograd on AVX2 GEMMs, per tap on AVX-512's."""
+    def layout(xs, ws, target=TARGET, **attrs):
+        types = [TensorType("float32", xs), TensorType("float32", ws)]
+        return BACKEND.weight_layout("Conv", types, dict({"pads": [1, 1, 1, 1]}, **attrs), target)
+    assert layout((1, 64, 56, 56), (48, 64, 3, 3)) == "HWOI"        # 87 M multiply-adds: taps
+    assert layout((1, 64, 14, 14), (48, 64, 3, 3)) == "OIHW"        # 5.4 M: wide
+    assert layout((1, 32, 56, 56), (48, 32, 3, 3)) == "OIHW"        # too few channels
+    assert layout((1, 512, 56, 56), (512, 64, 3, 3), group=8) == "OIHW"    # too many groups
+    assert layout((1, 64, 56, 56), (64, 64, 1, 1), pads=[0, 0, 0, 0]) == "OIHW"   # one tap
+    assert layout(("N", 64, "H", "W"), (48, 64, 3, 3)) == "HWOI"    # unknown shapes: per tap
+    assert layout((1, 64, 224, 224), (64, 64, 3, 3)) == "OIHW"      # Winograd F(4x4, 3x3)
+    assert layout((1, 64, 224, 224), (64, 64, 3, 3), resolve_target("cpu-avx512")) == "HWOI"
 
 
 # ---------------------------------------------------------------- the cube engine
