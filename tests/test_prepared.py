@@ -12,7 +12,7 @@ import aircc
 from aircc.errors import DeviceOutOfMemoryError
 from aircc.executor.device.memory import DeviceMemory
 from aircc.executor.device.prepared import PreparedConstants, prepared_array
-from aircc.executor.kernels import winograd
+from aircc.executor.kernels.conv import winograd
 from graphs import const, model, tensor
 
 RNG = np.random.default_rng(5)

@@ -16,9 +16,10 @@ computes the same result with numpy; :data:`NATIVE` says which one runs.
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
+
+from aircc.config import settings
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 #: Symbol names of cblas_sgemm / cblas_dgemm in the BLAS builds numpy ships with,
@@ -50,7 +51,7 @@ def _bind(handle, letter: str, real):
 
 
 def _find() -> dict:
-    if os.environ.get("AIRCC_BLAS", "").lower() == "numpy":
+    if settings().blas == "numpy":
         return {}
     try:
         handle = numpy_blas_handle()

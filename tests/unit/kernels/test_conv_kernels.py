@@ -49,10 +49,10 @@ def test_conv(xs, wsh, attrs, bias):
 
 def test_conv_blocks(monkeypatch):
     """The im2col block split (several row blocks) gives the same result."""
-    import aircc.executor.kernels.conv as conv
-    monkeypatch.setattr(conv, "BLOCK_BYTES", 4096)
+    from aircc.executor.kernels.conv import choice
+    monkeypatch.setattr(choice, "BLOCK_BYTES", 4096)
     inputs = [rand(2, 5, 17, 13), rand(4, 5, 3, 3), rand(4)]
-    t = conv.Conv.tiling([TensorType.of(a) for a in inputs], {"pads": [1, 1, 1, 1]})
+    t = BACKEND.impl("Conv", 11).tile([TensorType.of(a) for a in inputs], {"pads": [1, 1, 1, 1]}, TARGET)
     assert t["rows"] < t["out"][0]
     check("Conv", inputs, {"pads": [1, 1, 1, 1]}, opset=11, rtol=1e-4, atol=1e-5)
 
@@ -110,30 +110,31 @@ def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch, width, ex
     7 wide) gathers exact columns and the GEMM writes Y itself.  Every variant, in several
     row blocks, called directly and bound once with constant weights (``prepare``), equals
     the reference convolution, and the fused forms the plain one followed by Relu."""
-    import aircc.executor.kernels.conv as conv
-    monkeypatch.setattr(conv, "BLOCK_BYTES", 2000)
+    from aircc.executor.kernels.conv import choice
+    monkeypatch.setattr(choice, "BLOCK_BYTES", 2000)
+    conv = BACKEND.impl("Conv", 11)
     x = rand(2, 4, 9, width)
     for group, with_bias, extra in ((1, True, False), (1, False, False), (2, True, False),
                                     (1, True, True)):
         w, b = rand(6, 4 // group, 3, 3), rand(6)
         ins = [x, w] + ([b] if with_bias else [])
         attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1], "group": group}
-        t = conv.Conv.tiling([TensorType.of(a) for a in ins], attrs)
+        t = conv.tile([TensorType.of(a) for a in ins], attrs, TARGET)
         assert t["mode"] == "wide" and t["rows"] < t["out"][0] and t["exact"] == exact
         check("Conv", ins, attrs, opset=11, rtol=1e-4, atol=1e-5)
         plain = np.empty((2, 6, *t["out"]), np.float32)
-        conv.Conv.kernel(ins, [plain], attrs, t, None)
+        conv.kernel(ins, [plain], attrs, t, None)
         res = rand(*plain.shape)
         fused_ins = ins + ([b if with_bias else None] if extra and len(ins) < 3 else []) \
             + ([res] if extra else [])
         fused_attrs = {**attrs, "fused_relu": 1, **({"fused_add": 1} if extra else {})}
         got = np.empty_like(plain)
-        conv.Conv.kernel(fused_ins, [got], fused_attrs, t, None)
+        conv.kernel(fused_ins, [got], fused_attrs, t, None)
         want = np.maximum(plain + (res if extra else 0), 0)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         ws = np.empty(t["workspace"], np.uint8)
-        bound = conv.Conv.prepare(fused_ins, [got], fused_attrs, t, ws,
-                                  [False, True, True, False][:len(fused_ins)])
+        bound = conv.prepare(fused_ins, [got], fused_attrs, t, ws,
+                             [False, True, True, False][:len(fused_ins)])
         got[...] = np.nan
         bound()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -141,11 +142,11 @@ def test_wide_conv_bias_in_the_gemm_and_relu_in_the_store(monkeypatch, width, ex
 
 def test_depthwise_channel_blocks(monkeypatch):
     """Depthwise convolution over several channel blocks gives the same result."""
-    import aircc.executor.kernels.conv as conv
-    monkeypatch.setattr(conv, "DW_BLOCK_BYTES", 4096)
+    from aircc.executor.kernels.conv import choice
+    monkeypatch.setattr(choice, "DW_BLOCK_BYTES", 4096)
     inputs = [rand(2, 7, 12, 12), rand(7, 1, 3, 3), rand(7)]
     attrs = {"group": 7, "pads": [1, 1, 1, 1], "strides": [2, 2]}
-    t = conv.Conv.tiling([TensorType.of(a) for a in inputs], attrs)
+    t = BACKEND.impl("Conv", 11).tile([TensorType.of(a) for a in inputs], attrs, TARGET)
     assert t["mode"] == "depthwise_wide" and 1 < t["chunk"] < 7
     check("Conv", inputs, attrs, opset=11, rtol=1e-4, atol=1e-5)
 

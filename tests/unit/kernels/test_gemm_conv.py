@@ -8,18 +8,18 @@ import aircc
 import numpy as np
 import onnxruntime as ort
 import pytest
-from aircc.compiler.ir.graph import TensorType
 from aircc.errors import ShapeInferenceError
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.kernels import blas, registry
-from aircc.executor.kernels import conv as conv_kernel
-from aircc.executor.kernels.conv import Conv
-from aircc.executor.kernels.registry import InferContext
+from aircc.executor.kernels.conv import choice as conv_choice
+from aircc.ops import InferContext, TensorType, op_def, resolve_target
 from graphs import const, model, tensor
+from kernel_harness import BACKEND, TARGET
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(7)
+CONV, CONV_DEF = BACKEND.impl("Conv", 11), op_def("Conv", 11)
 
 
 def rand(*shape, dtype=np.float32):
@@ -83,11 +83,11 @@ def _reference_conv(x, w, b, attrs, extra=None, relu=False):
 
 def _run_conv(x, w, b, attrs, extra=None):
     types = [TensorType.of(x), TensorType.of(w)] + ([TensorType.of(b)] if b is not None else [])
-    (t,) = Conv.infer(InferContext(types, attrs, [None] * len(types), node="c", op="Conv"))
-    tiling = Conv.tiling(types, attrs)
+    (t,) = CONV_DEF.infer(InferContext(types, attrs, [None] * len(types), node="c", op="Conv"))
+    tiling = CONV.tile(types, attrs, TARGET)
     y = np.full(t.shape, np.nan, np.float32)
     ins = [x, w, b] + ([extra] if extra is not None else [])
-    Conv.kernel(ins, [y], attrs, tiling, np.empty(tiling["workspace"], np.uint8))
+    CONV.kernel(ins, [y], attrs, tiling, np.empty(tiling["workspace"], np.uint8))
     return tiling, y
 
 
@@ -107,7 +107,7 @@ def tap_mode(request, monkeypatch):
     """A GEMM per tap, or every tap's weights stacked in one GEMM wherever that mode can run
     (stride 1, one group), whatever the channel counts."""
     share = 0.0 if request.param == "taps" else 64.0
-    monkeypatch.setattr(conv_kernel, "STACKED_MAX_CHANNEL_SHARE", share)
+    monkeypatch.setattr(conv_choice, "STACKED_MAX_CHANNEL_SHARE", share)
     return request.param
 
 
@@ -141,10 +141,10 @@ def test_stacked_mode_bound_once_on_constant_weights_matches_the_reference(xs, w
     packed = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
     pattrs = dict(attrs, kernel_shape=list(wsh[2:]), weight_layout="HWOI", fused_relu=1)
     types = [TensorType.of(a) for a in (x, packed, b)]
-    tiling = Conv.tiling(types, pattrs)
+    tiling = CONV.tile(types, pattrs, TARGET)
     assert tiling["mode"] == "stacked"
     y = np.full((xs[0], wsh[0], *tiling["out"]), np.nan, np.float32)
-    bound = Conv.prepare([x, packed, b], [y], pattrs, tiling,
+    bound = CONV.prepare([x, packed, b], [y], pattrs, tiling,
                          np.full(tiling["workspace"], 0xFF, np.uint8), [False, True, True])
     expected = _reference_conv(x, w, b, attrs, relu=True)
     for _ in range(2):
@@ -159,7 +159,7 @@ def test_stacked_mode_only_where_the_output_has_few_channels():
 
     def mode(w, **extra):
         xt = TensorType("float32", (1, w[3] * extra.get("group", 1), 14, 14))
-        return Conv.tiling([xt, TensorType("float32", w)], dict(attrs, **extra))["mode"]
+        return CONV.tile([xt, TensorType("float32", w)], dict(attrs, **extra), TARGET)["mode"]
     assert mode((3, 3, 32, 128)) == "stacked"
     assert mode((3, 3, 80, 80)) == "taps"
     assert mode((3, 3, 32, 128), strides=[2, 2]) == "taps"
@@ -202,14 +202,14 @@ def test_packed_layout_shape_rule_and_refusals():
     attrs = {"weight_layout": "HWOI", "kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     ctx = InferContext([TensorType("float32", ("N", 16, 8, 8)), TensorType("float32", (3, 3, 4, 16))],
                        attrs, [None, None], node="c", op="Conv")
-    assert Conv.infer(ctx)[0].shape == ("N", 4, 8, 8)
+    assert CONV_DEF.infer(ctx)[0].shape == ("N", 4, 8, 8)
     bad = InferContext([TensorType("float32", (1, 16, 8, 8)), TensorType("float32", (3, 3, 4, 16))],
                        dict(attrs, weight_layout="NC1HWC0"), [None, None], node="c", op="Conv")
     with pytest.raises(ShapeInferenceError, match="weight_layout 'NC1HWC0' is not supported"):
-        Conv.infer(bad)
+        CONV_DEF.infer(bad)
     depthwise = [TensorType("float32", (1, 4, 8, 8)), TensorType("float32", (3, 3, 4, 1))]
     with pytest.raises(ValueError, match=r"only read by the per-tap kernel \(2-D, not depthwise\)"):
-        Conv.tiling(depthwise, dict(attrs, group=4))
+        CONV.tile(depthwise, dict(attrs, group=4), TARGET)
 
 
 # ---------------------------------------------------------------- pack-weights in the compiler
@@ -236,16 +236,16 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
     rows 9 wide for 7 outputs) the weights stay for the wide mode's exact columns, unless
     the stacked mode (stride 1 only here: c1) takes the conv.  (These convs are small
     enough for the wide mode: the size rule is off here, and tested on its own below.)"""
-    monkeypatch.setattr(conv_kernel, "TAPS_MIN_MACS", 0)
+    monkeypatch.setattr(conv_choice, "TAPS_MIN_MACS", 0)
     if stack:
-        monkeypatch.setattr(conv_kernel, "STACKED_MAX_CHANNEL_SHARE", 1.0)
+        monkeypatch.setattr(conv_choice, "STACKED_MAX_CHANNEL_SHARE", 1.0)
     m = _conv_net(channels, group, size)
     compiled = aircc.compile(m, streams=1)
     assert compiled.report["packed_conv_weights"] == expect
     if size == 7:
         for n in compiled.graph.nodes:
             if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":
-                t = Conv.tiling([compiled.graph.types[i] for i in n.inputs], n.attrs)
+                t = CONV.tile([compiled.graph.types[i] for i in n.inputs], n.attrs, TARGET)
                 if stack and n.name == "c1":
                     assert t["mode"] == "stacked"
                 else:
@@ -276,11 +276,29 @@ def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
         compiled = aircc.compile(m, streams=1)
         assert compiled.report["packed_conv_weights"] == packed
         conv = next(n for n in compiled.graph.nodes if n.op == "Conv")
-        mode = Conv.tiling([compiled.graph.types[i] for i in conv.inputs], conv.attrs)["mode"]
+        mode = CONV.tile([compiled.graph.types[i] for i in conv.inputs], conv.attrs, TARGET)["mode"]
         assert mode == ("taps" if packed else "wide")
         x = rand(1, 64, size, size)
         expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
         np.testing.assert_allclose(aircc.load(compiled.om).run({"x": x})["y"], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_backends_layout_rule_packs_what_pack_weights_packs_for_the_target():
+    """The numpy backend's weight layout for Conv: packed per tap (64+ channels per group,
+    few groups, several taps, an output wide and big enough, or unknown), ONNX's where the
+    wide or Winograd mode takes the conv; the target's Winograd thresholds decide: 64 -> 64
+    at 224 x 224 runs Winograd on AVX2 GEMMs, per tap on AVX-512's."""
+    def layout(xs, ws, target=TARGET, **attrs):
+        types = [TensorType("float32", xs), TensorType("float32", ws)]
+        return BACKEND.weight_layout("Conv", types, dict({"pads": [1, 1, 1, 1]}, **attrs), target)
+    assert layout((1, 64, 56, 56), (48, 64, 3, 3)) == "HWOI"        # 87 M multiply-adds: taps
+    assert layout((1, 64, 14, 14), (48, 64, 3, 3)) == "OIHW"        # 5.4 M: wide
+    assert layout((1, 32, 56, 56), (48, 32, 3, 3)) == "OIHW"        # too few channels
+    assert layout((1, 512, 56, 56), (512, 64, 3, 3), group=8) == "OIHW"    # too many groups
+    assert layout((1, 64, 56, 56), (64, 64, 1, 1), pads=[0, 0, 0, 0]) == "OIHW"   # one tap
+    assert layout(("N", 64, "H", "W"), (48, 64, 3, 3)) == "HWOI"    # unknown shapes: per tap
+    assert layout((1, 64, 224, 224), (64, 64, 3, 3)) == "OIHW"      # Winograd F(4x4, 3x3)
+    assert layout((1, 64, 224, 224), (64, 64, 3, 3), resolve_target("cpu-avx512")) == "HWOI"
 
 
 # ---------------------------------------------------------------- the cube engine
@@ -314,5 +332,5 @@ def test_cube_kernels_of_different_streams_take_turns_vector_kernels_do_not():
 
 def test_gemm_ops_are_on_the_cube_engine():
     for name in ("Conv", "MatMul", "Gemm", "ConvTranspose"):
-        assert registry.lookup(name, 13).engine == "cube"
-    assert registry.lookup("Relu", 13).engine == "vector"
+        assert op_def(name, 13).engine == "cube"
+    assert op_def("Relu", 13).engine == "vector"

@@ -6,14 +6,16 @@ import aircc
 import numpy as np
 import onnxruntime as ort
 import pytest
-from aircc.compiler.ir.graph import TensorType
-from aircc.executor.kernels import winograd
-from aircc.executor.kernels.conv import Conv
+from aircc.executor.kernels.conv import winograd
+from aircc.ops import TensorType, resolve_target
+from aircc.ops.targets import native_target
 from graphs import const, model, tensor
+from kernel_harness import BACKEND, TARGET
 from numpy.lib.stride_tricks import sliding_window_view
 from onnx import helper
 
 RNG = np.random.default_rng(11)
+CONV = BACKEND.impl("Conv", 11)
 
 
 def rand(*shape, dtype=np.float32):
@@ -63,7 +65,8 @@ def test_only_tiles_two_and_four_exist():
     (256, 256, 1, [3, 3], [1, 1], [1, 1], [28, 28], np.float16, 0),  # half precision
 ])
 def test_tile_choice(c, m, g, kernel, strides, dilations, out, dtype, tile):
-    assert winograd.choose_tile(c, m, g, kernel, strides, dilations, out, dtype) == tile
+    assert winograd.choose_tile(c, m, g, kernel, strides, dilations, out, dtype,
+                                winograd.thresholds(TARGET.vector_class)) == tile
     assert winograd.choose_tile(c, m, g, kernel, strides, dilations, out, dtype,
                                 winograd.THRESHOLDS["avx2"]) == tile   # what the tests run with
 
@@ -83,20 +86,24 @@ def test_tile_choice_against_avx512_gemms(c, m, out, tile):
     assert winograd.choose_tile(c, m, 1, [3, 3], [1, 1], [1, 1], out, np.float32, limits) == tile
 
 
-def test_thresholds_follow_the_blas_or_the_environment(monkeypatch):
+def test_thresholds_follow_the_target():
+    """The compile target's vector class picks the thresholds (whatever BLAS this machine
+    runs); the native target's is the class of numpy's OpenBLAS kernels here."""
     from aircc.executor.kernels.blas import core_name, vector_class
 
     assert vector_class("SkylakeX") == vector_class("cooperlake") == "avx512"
     assert vector_class("Haswell") == vector_class("unknown") == "avx2"
     assert isinstance(core_name(), str) and core_name()
-    monkeypatch.setenv("AIRCC_VECTOR_CLASS", "avx512")
-    assert winograd.thresholds() is winograd.THRESHOLDS["avx512"]
-    assert winograd.choose_tile(64, 64, 1, [3, 3], [1, 1], [1, 1], [224, 224], np.float32) == 0
-    monkeypatch.setenv("AIRCC_VECTOR_CLASS", "sse")
-    with pytest.raises(ValueError, match="AIRCC_VECTOR_CLASS='sse'.*known: avx2, avx512"):
-        winograd.thresholds()
-    monkeypatch.delenv("AIRCC_VECTOR_CLASS")
-    assert winograd.thresholds() is winograd.THRESHOLDS[vector_class(core_name())]
+    avx512 = resolve_target("cpu-avx512")
+    assert winograd.thresholds(avx512.vector_class) is winograd.THRESHOLDS["avx512"]
+    assert winograd.choose_tile(64, 64, 1, [3, 3], [1, 1], [1, 1], [224, 224], np.float32,
+                                winograd.thresholds(avx512.vector_class)) == 0
+    types = [TensorType("float32", (1, 64, 224, 224)), TensorType("float32", (64, 64, 3, 3))]
+    assert CONV.tile(types, {"pads": [1, 1, 1, 1]}, avx512)["mode"] != "winograd"
+    assert CONV.tile(types, {"pads": [1, 1, 1, 1]}, resolve_target("cpu-avx2"))["mode"] == "winograd"
+    with pytest.raises(ValueError, match="'sse'.*known: avx2, avx512"):
+        winograd.thresholds("sse")
+    assert winograd.thresholds(native_target().vector_class) is winograd.THRESHOLDS[vector_class(core_name())]
 
 
 CASES = [  # (x shape, M, pads, tile the shape gets)
@@ -117,24 +124,24 @@ def test_kernel_matches_a_direct_convolution(xs, m, pads, tile, bias, residual, 
     b = rand(m) if bias else None
     attrs = {"pads": pads, **({"fused_add": 1} if residual else {}), **({"fused_relu": 1} if relu else {})}
     types = [TensorType.of(x), TensorType.of(w)] + ([TensorType.of(b)] if bias else [])
-    tiling = Conv.tiling(types, attrs)
+    tiling = CONV.tile(types, attrs, TARGET)
     assert tiling["mode"] == "winograd" and tiling["tile"] == tile
     reference = direct(x, w, b, pads)
     extra = rand(*reference.shape) if residual else None
     expected = direct(x, w, b, pads, extra, relu)
     y = np.full(expected.shape, np.nan, np.float32)
     ins = [x, w, b] + ([extra] if residual else [])
-    Conv.kernel(ins, [y], attrs, tiling, np.full(tiling["workspace"], 0xFF, np.uint8))
+    CONV.kernel(ins, [y], attrs, tiling, np.full(tiling["workspace"], 0xFF, np.uint8))
     bound = 2e-5 if tile == 4 else 2e-6
     assert np.abs(y - expected).max() <= bound * np.abs(reference).max()
 
 
 def test_float64_is_exact_to_rounding():
     x, w, b = rand(1, 64, 30, 30, dtype=np.float64), rand(64, 64, 3, 3, dtype=np.float64), rand(64, dtype=np.float64)
-    tiling = Conv.tiling([TensorType.of(a) for a in (x, w, b)], {"pads": [1, 1, 1, 1]})
+    tiling = CONV.tile([TensorType.of(a) for a in (x, w, b)], {"pads": [1, 1, 1, 1]}, TARGET)
     assert tiling["mode"] == "winograd"
     y = np.empty((1, 64, 30, 30))
-    Conv.kernel([x, w, b], [y], {"pads": [1, 1, 1, 1]}, tiling, None)
+    CONV.kernel([x, w, b], [y], {"pads": [1, 1, 1, 1]}, tiling, None)
     np.testing.assert_allclose(y, direct(x, w, b, [1, 1, 1, 1]), rtol=1e-11, atol=1e-11)
 
 
@@ -148,10 +155,10 @@ def test_bound_form_transforms_the_weights_once_in_either_layout(layout):
     if layout == "HWOI":
         wl = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
         attrs.update(weight_layout="HWOI", kernel_shape=[3, 3])
-    tiling = Conv.tiling([TensorType.of(a) for a in (x, wl, b)], attrs)
+    tiling = CONV.tile([TensorType.of(a) for a in (x, wl, b)], attrs, TARGET)
     assert tiling["mode"] == "winograd"
     y = np.full((1, 80, 24, 24), np.nan, np.float32)
-    run = Conv.prepare([x, wl, b], [y], attrs, tiling,
+    run = CONV.prepare([x, wl, b], [y], attrs, tiling,
                        np.full(tiling["workspace"], 0xFF, np.uint8), [False, True, True])
     expected = direct(x, w, b, [1, 1, 1, 1], relu=True)
     wl[...] = 0       # a bound kernel holds its transformed weights
@@ -172,7 +179,7 @@ def test_compiled_model_keeps_onnx_layout_and_matches_onnxruntime():
     compiled = aircc.compile(m, streams=1)
     assert compiled.report["packed_conv_weights"] == 0
     convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
-    tiles = [Conv.tiling([compiled.graph.types[i] for i in n.inputs], n.attrs).get("tile") for n in convs]
+    tiles = [CONV.tile([compiled.graph.types[i] for i in n.inputs], n.attrs, TARGET).get("tile") for n in convs]
     assert sorted(tiles) == [2, 4]
     x = rand(1, 64, 28, 28)
     expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]

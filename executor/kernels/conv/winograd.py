@@ -20,20 +20,24 @@ U = G g G^T, (a*a, M, C), is made once per weight (``weights``), in float64.  Th
 transforms' points are 0, +-1, +-2 and infinity: m = 4 keeps float32 results within
 about 1e-5 of the largest output (m = 2 within 5e-7).  The tile size per shape is
 ``choose_tile``'s, from per-shape sweeps of this kernel against the GEMM modes, one set
-of thresholds per class of BLAS kernels (AVX2, AVX-512): the compiler decides, so a
-.om carries the choice made for the BLAS of the machine that compiled it.
+of thresholds per class of BLAS kernels (AVX2, AVX-512): the compile target's vector
+class picks them, so a .om carries the choice made for the machines it was compiled for.
 """
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from aircc.executor.kernels._common import align, carve, pad_into
-from aircc.executor.kernels.blas import core_name, vector_class
+from aircc.executor.device.prepared import prepared_array
+from aircc.ops.defs.conv import HWOI, OIHW
+
+from ..epilogue import epilogue
+from ..phases import pad_into
+from ..scratch import align, carve, workspace
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -77,20 +81,14 @@ THRESHOLDS = {
 }
 
 
-def thresholds() -> Thresholds:
-    """The thresholds for the class ``$AIRCC_VECTOR_CLASS`` names ("avx2" or "avx512":
-    compiling for another machine's BLAS), else for the BLAS numpy runs."""
-    chosen = os.environ.get("AIRCC_VECTOR_CLASS") or _blas_class()
+def thresholds(vector_class: str) -> Thresholds:
+    """The thresholds for BLAS kernels of ``vector_class`` ("avx2" or "avx512": a compile
+    target's)."""
     try:
-        return THRESHOLDS[chosen]
+        return THRESHOLDS[vector_class]
     except KeyError:
-        raise ValueError(f"AIRCC_VECTOR_CLASS={chosen!r} is not a class of BLAS kernels; "
+        raise ValueError(f"vector class {vector_class!r} is not a class of BLAS kernels; "
                          f"known: {', '.join(sorted(THRESHOLDS))}") from None
-
-
-@functools.lru_cache(maxsize=None)
-def _blas_class() -> str:
-    return vector_class(core_name())
 
 
 def _tiles(out_sp, m: int) -> int:
@@ -98,20 +96,19 @@ def _tiles(out_sp, m: int) -> int:
 
 
 def choose_tile(c: int, m: int, g: int, kernel, strides, dilations, out_sp, dtype,
-                limits: Thresholds | None = None) -> int:
+                limits: Thresholds) -> int:
     """The Winograd output tile (4 or 2) for a 2-D conv of these parameters, or 0 when
     the conv is not a 3x3 stride-1 undilated ungrouped float conv worth it (by
-    ``limits``, default :func:`thresholds`)."""
-    lim = limits or thresholds()
+    ``limits``: :func:`thresholds` of the target's vector class)."""
     if (g != 1 or list(kernel) != [3, 3] or list(strides) != [1, 1]
             or list(dilations) != [1, 1] or np.dtype(dtype) not in (np.float32, np.float64)
-            or min(c, m) < lim.min_channels):
+            or min(c, m) < limits.min_channels):
         return 0
     t4 = _tiles(out_sp, 4)
-    if t4 >= lim.f4_min_tiles and (lim.f4_max_tiles is None or t4 <= lim.f4_max_tiles):
+    if t4 >= limits.f4_min_tiles and (limits.f4_max_tiles is None or t4 <= limits.f4_max_tiles):
         return 4
-    if (t4 < lim.f4_min_tiles and min(c, m) >= lim.f2_min_channels
-            and c * m / (c + m) >= lim.f2_min_reduced and _tiles(out_sp, 2) >= lim.f2_min_tiles):
+    if (t4 < limits.f4_min_tiles and min(c, m) >= limits.f2_min_channels
+            and c * m / (c + m) >= limits.f2_min_reduced and _tiles(out_sp, 2) >= limits.f2_min_tiles):
         return 2
     return 0
 
@@ -225,3 +222,32 @@ def _store(src: np.ndarray, dst: np.ndarray, bias) -> None:
         np.copyto(dst, src)
     else:
         np.add(src, bias, out=dst)
+
+
+def onnx_weights(w: np.ndarray, attrs: dict) -> np.ndarray:
+    """Conv weights in ONNX's (M, C/group, kH, kW) layout (a view of packed ones)."""
+    return w.transpose(2, 3, 0, 1) if attrs.get("weight_layout", OIHW) == HWOI else w
+
+
+def conv(ins, outs, attrs: dict, t: dict, ws, u: np.ndarray | None = None) -> None:
+    """Conv's ``winograd`` mode: F(m, 3) per image (:func:`run`: bias added in its last
+    copy), then the fused residual and Relu.  Unprepared (``u`` None: weights not
+    constant), the weights are transformed on every call."""
+    x, y = ins[0], outs[0]
+    b = ins[2] if len(ins) > 2 else None
+    if u is None:
+        u = weights(onnx_weights(ins[1], attrs), t["tile"])
+    ws = workspace(ws, t["workspace"])
+    for i in range(t["n"]):
+        run(x[i], u, y[i], b, t["pb"], t, ws)
+    epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
+
+
+def prepare(ins, outs, attrs: dict, t: dict, ws, prepared=None):
+    """:func:`conv` bound to constant weights: U made once, in device memory (``prepared``)."""
+    w = ins[1]
+    m, wo = t["tile"], onnx_weights(w, attrs)
+    u = prepared_array(prepared, ("winograd", m, w.ctypes.data, w.shape, w.dtype.str),
+                       weights_shape(wo.shape, m), w.dtype,
+                       lambda out: weights(wo, m, out))
+    return lambda: conv(ins, outs, attrs, t, ws, u)
