@@ -11,7 +11,7 @@ import os
 
 from .errors import (AirccError, DeviceOutOfMemoryError, InputError, KernelError,  # noqa: F401
                      ModelFormatError, ModelImportError, ShapeInferenceError,
-                     UnsupportedOpError)
+                     TargetUnavailableError, UnsupportedOpError)
 
 __version__ = "0.1.0"
 
@@ -19,11 +19,14 @@ __version__ = "0.1.0"
 def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
             input_shapes: dict | None = None, mode: str = "auto",
             dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
-            min_branch_bytes: int | None = None, split_matrix_branches: bool = False):
+            min_branch_bytes: int | None = None, split_matrix_branches: bool = False,
+            target: str | None = None):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
-    Returns the :class:`~aircc.compiler.driver.CompiledModel` (its ``om``,
-    optimised ``graph`` and compile ``report``).
+    ``target`` names the compile target (``native``, ``cpu-avx2``, ``cpu-avx512``; default
+    ``$AIRCC_TARGET`` or ``native``).  Returns the
+    :class:`~aircc.compiler.driver.CompiledModel` (its ``om``, optimised ``graph`` and
+    compile ``report``).
     """
     from .compiler.driver import CompileOptions, compile_model
 
@@ -32,7 +35,8 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
                                                     mode=mode, dynamic_batch=dynamic_batch,
                                                     passes=passes,
                                                     min_branch_bytes=min_branch_bytes,
-                                                    split_matrix_branches=split_matrix_branches))
+                                                    split_matrix_branches=split_matrix_branches,
+                                                    target=target))
     if output is not None:
         compiled.save(output)
     return compiled
@@ -59,6 +63,6 @@ def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_
 def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None):
     """A new virtual device with ``memory_bytes`` of memory, its stream workers on ``cpus``
     (e.g. ``"0"``; default ``$AIR_DEVICE_CPUS``, else not pinned)."""
-    from .executor.device.device import VirtualDevice as _Device
+    from .executor.device.device import VirtualDevice as Device
 
-    return _Device(memory_bytes, device_id, cpus)
+    return Device(memory_bytes, device_id, cpus)

@@ -58,8 +58,12 @@ def main():
               help="Gears: one static plan per batch size (e.g. 1,2,4,8), all in one .om.")
 @click.option("--emit", type=click.Choice(["om", "ir", "report"]), default="om", show_default=True,
               help="om: write the model; ir: print the optimised IR; report: print the compile report.")
+@click.option("--target", default=None, metavar="NAME",
+              help="Compile target: native (this machine), cpu-avx2 or cpu-avx512: the kernel "
+                   "backend and the vector class the tilings are tuned for, recorded in the .om "
+                   "(default: $AIRCC_TARGET, else native).")
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            dynamic_batch, emit):
+            dynamic_batch, emit, target):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -72,7 +76,7 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                                      param_hint="--dynamic-batch") from None
     options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes),
                              mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
-                             split_matrix_branches=split_matrix_branches)
+                             split_matrix_branches=split_matrix_branches, target=target)
     if emit == "ir":
         click.echo(emit_ir(model, options))
         return
@@ -109,24 +113,14 @@ def inspect(model, as_json):
 
 
 @main.command()
-def ops():
-    """List every supported op with its opset range and kernel kind (native or fallback).
+@click.option("--target", default=None, metavar="NAME",
+              help="Whose kernel backend says native or fallback (default: $AIRCC_TARGET or native).")
+def ops(target):
+    """List every supported op with its opset range and how it runs: native (a kernel of the
+    target's backend), control (an op with bodies) or fallback (onnx's reference
+    implementation, run in the device path)."""
+    from aircc.ops import kernel_backend, resolve_target
+    from aircc.ops.catalog import op_table
 
-    Fallback kernels are the onnx reference implementations, run in the device path."""
-    from aircc.ops.fallback import fallback_ops
-    from aircc.executor.kernels.registry import all_specs
-
-    rows = [(s.domain, s.name, s.since, "native") for s in all_specs()]
-    first_native = {}
-    for domain, name, since, _ in rows:
-        first_native[(domain, name)] = min(since, first_native.get((domain, name), since))
-    rows += [("", name, since, "fallback") for name, since in fallback_ops()
-             if since < first_native.get(("", name), 10**9)]
-    rows.sort()
-    starts: dict = {}
-    for domain, name, since, _ in rows:
-        starts.setdefault((domain, name), []).append(since)
-    for domain, name, since, kind in rows:
-        later = [v for v in starts[(domain, name)] if v > since]
-        span = f"{since}-{later[0] - 1}" if later else f"{since}+"
-        click.echo(f"{(domain or 'ai.onnx'):<10} {name:<28} opset {span:<8} {kind}")
+    for row in op_table(kernel_backend(resolve_target(target).backend)):
+        click.echo(f"{(row.domain or 'ai.onnx'):<10} {row.op:<28} opset {row.span():<8} {row.kind}")

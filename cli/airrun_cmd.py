@@ -80,7 +80,8 @@ def main(model, input_specs, random_seed, output, device_memory, device_cpus, qu
     """Run the .om MODEL once on the virtual device and print its outputs."""
     try:
         import aircc
-        from aircc.executor.device.device import VirtualDevice, parse_bytes
+        from aircc.config import parse_bytes
+        from aircc.executor.device.device import VirtualDevice
 
         device = None
         if device_memory or device_cpus:

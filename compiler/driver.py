@@ -1,7 +1,12 @@
-"""The compile driver: ONNX -> IR -> passes -> streams/events -> memory -> .om.
+"""The compile driver: ONNX -> IR -> passes -> schedule -> memory plan -> lowering -> .om.
 
-Each stage hands the next a plain structure; the stage list below is the
-whole path a model takes through the compiler.
+One list of stages per mode is the whole path a model takes through the
+compiler: :data:`FRONT` (import, the optimisation pipeline), then
+:data:`STATIC_STAGES` or :data:`DYNAMIC_STAGES`.  Each stage hands the next a
+plain structure (the IR graph, then the typed sections of :mod:`aircc.formats`);
+the :class:`~.context.CompileContext` carries the options, the target, the
+statistics and the timings.  Gears (``--dynamic-batch``) run the static stages
+once per batch size (:mod:`.lowering.gears`).
 """
 from __future__ import annotations
 
@@ -9,53 +14,131 @@ import gc
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable
+
+import numpy as np
 
 from aircc.errors import CompileOptionError
 from aircc.formats import OmFile
+from aircc.formats.model_section import IOSpec, ModelSection, TargetRecord
 
+from .context import MODES, CompileContext, CompileOptions
 from .frontend.onnx_import import import_onnx
-from .ir.graph import Dim, Graph, is_host_only
+from .ir.graph import Graph, is_host_only
 from .ir.printer import print_graph
 from .ir.verifier import verify
 from .lowering.control import expand_control_flow, static_control_flow_problem
 from .lowering.dynamic import lower_dynamic
-from .lowering.static import lower_static
+from .lowering.static import StaticSections, lower_static
 from .lowering.tiling import compute_tiling
-from .memory.planner import plan_memory
+from .memory.planner import MemoryPlan, plan_memory
+from .passes.base import declared_stats
 from .passes.pipeline import DEFAULT_PIPELINE, run_pipeline
 from .schedule.events import insert_events
 from .schedule.memcpy import insert_memcpy
 from .schedule.placement import place_host_ops, schedule_device_nodes, schedule_regions
 from .schedule.streams import assign_streams
 
-MODES = ("static", "dynamic", "auto")
-
 PRODUCER = "aircc 0.1.0"
+
+__all__ = ["CompileOptions", "CompileContext", "CompiledModel", "compile_model", "emit_ir",
+           "optimize", "choose_mode"]
 
 
 @dataclass
-class CompileOptions:
-    """What ``aircc compile`` lets a user choose."""
+class Compilation:
+    """One compile's state as it moves through the stages."""
 
-    streams: int | None = None
-    """Stream cap; None = the default cap, 1 = a single stream."""
-    input_shapes: Mapping[str, Sequence[Dim]] = field(default_factory=dict)
-    mode: str = "auto"
-    """``static``, ``dynamic``, or ``auto`` (dynamic when an input has a symbolic dim)."""
-    min_branch_bytes: int | None = None
-    """A branch opens its own stream only if it writes at least this many bytes (None: 128 KiB)."""
-    split_matrix_branches: bool = False
-    """Let branches led by a Conv or MatMul open streams too (by default they stay with a
-    predecessor: the matrix engine spans every core, so they would only queue for it)."""
-    dynamic_batch: list[int] | None = None
-    """Gears: one static plan per batch size, in one .om."""
-    passes: list[str] | None = None
-    """Optimisation pipeline by pass names; None = the default pipeline."""
+    source: object
+    ctx: CompileContext
+    graph: Graph | None = None
+    mode: str = ""
+    plan: MemoryPlan | None = None
+    sections: dict = field(default_factory=dict)
+    """Typed sections by name, for the writer."""
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    """What the lowering reports (arena, host kernels, ...)."""
+    kernels: int = 0
+
+
+Stage = tuple[str, Callable[[Compilation], None]]
+
+
+def _graph_stage(fn) -> Callable[[Compilation], None]:
+    """A stage that rewrites the graph (a pass), verified after it."""
+    def run(c: Compilation) -> None:
+        c.graph = fn(c.graph, c.ctx)
+        verify(c.graph)
+    return run
+
+
+def import_stage(c: Compilation) -> None:
+    c.graph = import_onnx(c.source, c.ctx.options.input_shapes)
+    c.facts["imported_nodes"] = len(c.graph.nodes)
+
+
+def passes_stage(c: Compilation) -> None:
+    names = c.ctx.options.passes
+    c.graph = run_pipeline(c.graph, DEFAULT_PIPELINE if names is None else names, c.ctx)
+    c.mode = choose_mode(c.graph, c.ctx.options.mode)
+    c.kernels = len(c.graph.nodes)
+
+
+def plan_stage(c: Compilation) -> None:
+    c.plan = plan_memory(c.graph)
+
+
+def lower_static_stage(c: Compilation) -> None:
+    s: StaticSections = lower_static(c.graph, c.plan)
+    plan = c.plan
+    c.sections.update(tasks=s.tasks, memory_plan=s.memory_plan, tiling=s.tiling)
+    c.weights = s.weights
+    c.facts.update(arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
+                   no_reuse_bytes=plan.no_reuse_bytes, memory_strategy=plan.strategy,
+                   weights_bytes=s.memory_plan.weights_bytes,
+                   concats_in_place=sum(n.op == "Concat" for n in c.graph.nodes if n.name in plan.in_place),
+                   reshapes_in_place=sum(n.op != "Concat" for n in c.graph.nodes if n.name in plan.in_place),
+                   values_in_place=len(plan.aliases))
+
+
+def lower_dynamic_stage(c: Compilation) -> None:
+    exec_graph, c.weights = lower_dynamic(c.graph)
+    c.sections.update(exec_graph=exec_graph)
+    c.facts.update(host_ops=exec_graph.host_ops, host_kernels=len(exec_graph.kernels))
+
+
+FRONT: list[Stage] = [("import", import_stage), ("passes", passes_stage)]
+STATIC_STAGES: list[Stage] = [
+    ("insert-memcpy", _graph_stage(insert_memcpy)),
+    ("assign-streams", _graph_stage(assign_streams)),
+    ("insert-events", _graph_stage(insert_events)),
+    ("expand-control-flow", _graph_stage(expand_control_flow)),
+    ("tiling", _graph_stage(compute_tiling)),
+    ("plan-memory", plan_stage),
+    ("lower-static", lower_static_stage),
+]
+DYNAMIC_STAGES: list[Stage] = [
+    ("insert-memcpy", _graph_stage(insert_memcpy)),
+    ("place-host-ops", _graph_stage(place_host_ops)),
+    ("schedule-device-nodes", _graph_stage(schedule_device_nodes)),
+    ("schedule-regions", _graph_stage(schedule_regions)),
+    ("lower-dynamic", lower_dynamic_stage),
+]
+BACK = {"static": STATIC_STAGES, "dynamic": DYNAMIC_STAGES}
+
+
+def run_stages(c: Compilation, stages: list[Stage]) -> Compilation:
+    for name, stage in stages:
+        with c.ctx.timed(name):
+            stage(c)
+    return c
 
 
 @dataclass
 class CompiledModel:
+    """What a compile gives: the optimised graph, the .om in memory, and the report."""
+
     graph: Graph
     om: OmFile
     report: dict
@@ -63,15 +146,6 @@ class CompiledModel:
     def save(self, path) -> int:
         from aircc.formats import save_om
         return save_om(self.om, path)
-
-
-def optimize(source, options: CompileOptions) -> Graph:
-    """Import and run the optimisation pipeline (the IR that ``--emit ir`` prints)."""
-    graph = import_onnx(source, options.input_shapes)
-    graph.meta["imported_nodes"] = len(graph.nodes)
-    graph.meta["min_branch_bytes"] = options.min_branch_bytes
-    graph.meta["split_matrix_branches"] = options.split_matrix_branches
-    return run_pipeline(graph, options.passes if options.passes is not None else DEFAULT_PIPELINE)
 
 
 def choose_mode(graph: Graph, requested: str) -> str:
@@ -94,98 +168,44 @@ def _regions(graph: Graph):
             yield from _regions(r)
 
 
-def _io(graph: Graph, names: list[str]) -> list[dict]:
-    return [{"name": n, "dtype": graph.types[n].dtype,
-             "shape": None if graph.types[n].shape is None else list(graph.types[n].shape)}
+def io_specs(graph: Graph, names: list[str]) -> list[IOSpec]:
+    """The inputs or outputs of ``graph`` as the model section lists them."""
+    return [IOSpec(n, graph.types[n].dtype,
+                   None if graph.types[n].shape is None else tuple(graph.types[n].shape))
             for n in names]
 
 
-def _stage(seconds: dict, name: str, fn, graph: Graph) -> Graph:
-    t = time.perf_counter()
-    graph = fn(graph)
-    verify(graph)
-    seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - t
-    return graph
-
-
-def _lower_static(graph: Graph, options: CompileOptions, seconds: dict) -> tuple[dict, dict, dict]:
-    for name, fn in (("insert-memcpy", insert_memcpy),
-                     ("assign-streams", lambda g: assign_streams(g, options.streams)),
-                     ("insert-events", insert_events),
-                     ("expand-control-flow", lambda g: expand_control_flow(g, options.streams)),
-                     ("tiling", compute_tiling)):
-        graph = _stage(seconds, name, fn, graph)
-    t = time.perf_counter()
-    plan = plan_memory(graph)
-    sections, weights = lower_static(graph, plan)
-    seconds["plan+lower"] = time.perf_counter() - t
-    facts = {"arena_bytes": plan.arena_bytes, "lower_bound_bytes": plan.lower_bound_bytes,
-             "no_reuse_bytes": plan.no_reuse_bytes, "memory_strategy": plan.strategy,
-             "weights_bytes": sections["memory_plan"]["weights_bytes"],
-             "concats_in_place": sum(n.op == "Concat" for n in graph.nodes if n.name in plan.in_place),
-             "reshapes_in_place": sum(n.op != "Concat" for n in graph.nodes if n.name in plan.in_place),
-             "values_in_place": len(plan.aliases)}
-    return sections, weights, facts
-
-
-def _lower_dynamic(graph: Graph, options: CompileOptions, seconds: dict) -> tuple[dict, dict, dict]:
-    for name, fn in (("insert-memcpy", insert_memcpy),
-                     ("place-host-ops", place_host_ops),
-                     ("assign-streams+insert-events",
-                      lambda g: schedule_device_nodes(g, options.streams)),
-                     ("schedule-regions", lambda g: schedule_regions(g, options.streams))):
-        graph = _stage(seconds, name, fn, graph)
-    t = time.perf_counter()
-    exec_graph, weights = lower_dynamic(graph)
-    seconds["lower"] = time.perf_counter() - t
-    facts = {"host_ops": exec_graph["host_ops"], "host_kernels": len(exec_graph["kernels"])}
-    return {"exec_graph": exec_graph, "tiling": {"entries": []}}, weights, facts
-
-
-def _finish(graph: Graph, mode: str, sections: dict, weights: dict, facts: dict,
-            seconds: dict, t0: float, io: tuple[list, list], kernels: int) -> CompiledModel:
-    stats = graph.meta.get("stats", {})
-    report = {
-        "mode": mode,
-        "imported_nodes": graph.meta.get("imported_nodes"),
-        "kernels": kernels,
-        "folded_nodes": stats.get("folded_nodes", 0),
-        "dead_nodes": stats.get("dead_nodes", 0),
-        "identity_removed": stats.get("identity_removed", 0),
-        "fused_conv_batchnorm": stats.get("fused_conv_batchnorm", 0),
-        "fused_epilogues": stats.get("fused_epilogues", 0),
-        "folded_channel_affine": stats.get("folded_channel_affine", 0),
-        "fused_elementwise_chains": stats.get("fused_elementwise_chains", 0),
-        "fused_add_layernorm": stats.get("fused_add_layernorm", 0),
-        "fused_add_softmax": stats.get("fused_add_softmax", 0),
-        "fused_gelu": stats.get("fused_gelu", 0),
-        "fused_matmul_transposes": stats.get("fused_matmul_transposes", 0),
-        "fused_softmax_matmul": stats.get("fused_softmax_matmul", 0),
-        "fused_attention": stats.get("fused_attention", 0),
-        "sunk_expands": stats.get("sunk_expands", 0),
-        "dropped_expands": stats.get("dropped_expands", 0),
-        "pushed_bn_scales": stats.get("pushed_bn_scales", 0),
-        "reordered_pool_convs": stats.get("reordered_pool_convs", 0),
-        "pushed_matmul_scales": stats.get("pushed_matmul_scales", 0),
-        "packed_conv_weights": stats.get("packed_conv_weights", 0),
-        "streams": graph.meta.get("streams", 1),
-        "events": graph.meta.get("events", 0),
-        **facts,
-        "seconds": {k: round(v, 4) for k, v in seconds.items()},
+def compile_report(c: Compilation, t0: float) -> dict:
+    """What the compile did: every declared pass statistic, the schedule, the memory plan,
+    the timings."""
+    ctx = c.ctx
+    return {
+        "mode": c.mode, "target": ctx.target.name,
+        "imported_nodes": c.facts.get("imported_nodes"), "kernels": c.kernels,
+        **{stat: ctx.stats.get(stat, 0) for stat in declared_stats()},
+        "streams": c.graph.meta.get("streams", 1), "events": c.graph.meta.get("events", 0),
+        **{k: v for k, v in c.facts.items() if k != "imported_nodes"},
+        "seconds": {k: round(v, 4) for k, v in ctx.seconds.items()},
         "total_seconds": round(time.perf_counter() - t0, 4),
     }
-    sections["model"] = {
-        "name": graph.meta.get("model_name", "model"),
-        "mode": mode,
-        "producer": PRODUCER,
-        "source_producer": graph.meta.get("producer", ""),
-        "opsets": {k or "ai.onnx": v for k, v in graph.opsets.items()},
-        "inputs": io[0],
-        "outputs": io[1],
-        "compile_report": report,
-    }
-    om = OmFile(mode=mode, sections=sections, weights=weights)
-    return CompiledModel(graph=graph, om=om, report=report)
+
+
+def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec]) -> CompiledModel:
+    """The model section and the .om, from a compilation that ran its stages."""
+    report = compile_report(c, t0)
+    target = c.ctx.target
+    model = ModelSection(
+        name=c.graph.meta.get("model_name", "model"), mode=c.mode, producer=PRODUCER,
+        opsets={k or "ai.onnx": v for k, v in c.graph.opsets.items()},
+        inputs=inputs, outputs=outputs,
+        target=TargetRecord(target.name, target.backend, target.vector_class),
+        source_producer=c.graph.meta.get("producer", ""), compile_report=report)
+    payloads = {"model": model.to_payload(),
+                **{name: s.to_payload() for name, s in c.sections.items()}}
+    if c.mode == "dynamic":
+        payloads["tiling"] = {"entries": []}
+    om = OmFile(mode=c.mode, sections=payloads, weights=c.weights)
+    return CompiledModel(graph=c.graph, om=om, report=report)
 
 
 @contextmanager
@@ -212,26 +232,23 @@ def cyclic_gc_paused():
 
 def compile_model(source, options: CompileOptions | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om."""
+    options = options if options is not None else CompileOptions()
     with cyclic_gc_paused():
-        return _compile(source, options or CompileOptions())
+        if options.dynamic_batch:
+            from .lowering.gears import compile_gears
+            return compile_gears(source, options)
+        t0 = time.perf_counter()
+        c = run_stages(Compilation(source, CompileContext(options)), FRONT)
+        run_stages(c, BACK[c.mode])
+        return finish(c, t0, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs))
 
 
-def _compile(source, options: CompileOptions) -> CompiledModel:
-    if options.dynamic_batch:
-        from .lowering.gears import compile_gears
-        return compile_gears(source, options)
-    seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    graph = optimize(source, options)
-    seconds["import+passes"] = time.perf_counter() - t0
-    mode = choose_mode(graph, options.mode)
-    io = (_io(graph, graph.inputs), _io(graph, graph.outputs))
-    kernels = len(graph.nodes)
-    lower = _lower_static if mode == "static" else _lower_dynamic
-    sections, weights, facts = lower(graph, options, seconds)
-    return _finish(graph, mode, sections, weights, facts, seconds, t0, io, kernels)
+def optimize(source, options: CompileOptions | None = None) -> Graph:
+    """Import and run the optimisation pipeline (the IR that ``--emit ir`` prints)."""
+    c = run_stages(Compilation(source, CompileContext(options)), FRONT)
+    return c.graph
 
 
 def emit_ir(source, options: CompileOptions | None = None) -> str:
     """The optimised IR as text."""
-    return print_graph(optimize(source, options or CompileOptions()))
+    return print_graph(optimize(source, options))

@@ -22,20 +22,21 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from aircc.errors import ModelFormatError
 
-from . import schema
+from .checks import DTYPES, dtype_name
+from .contract import SECTION_NAMES, ModelContract, missing_sections, parse_sections, validate_section
+from .payload import decode_payload, encode_payload
+from .weight_table import validate_weight_table
 
 MAGIC = b"AIRCCOM\x00"
-FORMAT_MAJOR, FORMAT_MINOR = 1, 0
+FORMAT_MAJOR, FORMAT_MINOR = 1, 1
 HEADER_SIZE, ENTRY_SIZE = 64, 32
 SECTION_ALIGN, WEIGHTS_ALIGN, TENSOR_ALIGN = 64, 4096, 64
 FLAG_DYNAMIC = 1      # header flags bit 0: dynamic-mode model
 ENTRY_OPTIONAL = 1    # table entry flags bit 0: a reader that does not know the kind may skip it
-NDARRAY_EXT = 1       # msgpack ExtType code of a packed [dtype, shape, raw bytes] ndarray
 
 MODEL_DEF, WEIGHTS_DATA, WEIGHT_TABLE, TASK_INFO = 1, 2, 3, 4
 MEMORY_PLAN, TILING_DATA, EXEC_GRAPH, GEARS = 5, 6, 7, 8
@@ -53,12 +54,24 @@ assert _HEADER.size <= HEADER_SIZE and _ENTRY.size == ENTRY_SIZE
 
 @dataclass(repr=False)
 class OmFile:
-    """An offline model: mode, msgpack-able sections by name, and named weights."""
+    """An offline model: mode, msgpack-able sections by name, and named weights.
+
+    :meth:`parsed` gives the sections typed and checked against each other
+    (:class:`~aircc.formats.contract.ModelContract`): the reader has made it already,
+    a model built in memory makes it on first use.
+    """
 
     mode: str
     sections: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     _buffer: Any = field(default=None, compare=False)  # keeps a loaded file's mmap alive
+    contract: ModelContract | None = field(default=None, compare=False)
+
+    def parsed(self) -> ModelContract:
+        """The sections, typed and checked (ModelFormatError naming the section and field)."""
+        if self.contract is None:
+            self.contract = parse_sections(self.mode, self.sections, _weight_sizes(self.weights))
+        return self.contract
 
     def __repr__(self) -> str:
         nbytes = sum(int(getattr(a, "nbytes", 0)) for a in self.weights.values())
@@ -66,80 +79,12 @@ class OmFile:
                 f"weights={len(self.weights)} tensors / {nbytes} bytes)")
 
 
+def _weight_sizes(weights: dict[str, Any]) -> dict[str, int]:
+    return {name: int(getattr(arr, "nbytes", 0)) for name, arr in weights.items()}
+
+
 def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
-
-
-# ------------------------------------------------------------------ msgpack
-def _pack_array(a: np.ndarray) -> msgpack.ExtType:
-    name = schema.dtype_name(a.dtype)
-    if name is None:
-        raise TypeError(f"unsupported type numpy.ndarray of dtype {a.dtype}")
-    raw = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()
-    return msgpack.ExtType(NDARRAY_EXT, msgpack.packb([name, list(a.shape), raw],
-                                                      use_bin_type=True))
-
-
-def _default(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return _pack_array(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, int):  # msgpack hands over ints outside [-2**63, 2**64)
-        raise TypeError(f"integer {obj} is out of range for msgpack (64 bits)")
-    t = type(obj)
-    raise TypeError(f"unsupported type {t.__module__}.{t.__qualname__}")
-
-
-_LEAVES = (type(None), bool, int, float, str, bytes, bytearray, memoryview,
-           np.bool_, np.integer, np.floating)
-
-
-def _find_unsupported(obj: Any, path: str = "") -> str | None:
-    """Path of the first value msgpack cannot store (used only to explain an error)."""
-    if isinstance(obj, _LEAVES):
-        return None
-    if isinstance(obj, np.ndarray):
-        return None if schema.dtype_name(obj.dtype) else f"{path or '<root>'} ({obj.dtype})"
-    if isinstance(obj, (list, tuple, dict)):
-        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
-        bad = (_find_unsupported(v, f"{path}[{k!r}]") for k, v in items)
-        return next((b for b in bad if b), None)
-    return f"{path or '<root>'} ({type(obj).__module__}.{type(obj).__qualname__})"
-
-
-def encode_payload(name: str, payload: Any) -> bytes:
-    """msgpack bytes of one section payload; TypeError naming the section if it cannot."""
-    try:
-        return msgpack.packb(payload, default=_default, use_bin_type=True, datetime=False)
-    except (TypeError, ValueError, OverflowError) as exc:
-        where = _find_unsupported(payload)
-        at = f" at {where}" if where else ""
-        raise TypeError(f"cannot serialise section '{name}'{at}: {exc}") from exc
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code != NDARRAY_EXT:
-        raise ValueError(f"unknown msgpack extension type {code}")
-    obj = msgpack.unpackb(data, raw=False, use_list=True)
-    if not (isinstance(obj, list) and len(obj) == 3 and isinstance(obj[2], bytes)):
-        raise ValueError("malformed ndarray extension (want [dtype, shape, bytes])")
-    dtype, shape = schema.array_spec(obj[0], obj[1], len(obj[2]))
-    return np.frombuffer(bytearray(obj[2]), dtype).reshape(shape)
-
-
-def decode_payload(name: str, data: Any) -> Any:
-    """Decode one msgpack section; ModelFormatError if it is not valid msgpack."""
-    try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True,
-                               ext_hook=_ext_hook)
-    except Exception as exc:
-        raise ModelFormatError(f"section '{name}' is not valid msgpack: "
-                               f"{type(exc).__name__}: {exc}") from exc
 
 
 # ------------------------------------------------------------------ writer
@@ -191,10 +136,10 @@ def _weight_chunks(weights: dict[str, Any]) -> tuple[list[dict[str, Any]], list[
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"weight '{name}' must be a numpy.ndarray, "
                             f"got {type(arr).__module__}.{type(arr).__qualname__}")
-        dname = schema.dtype_name(arr.dtype)
+        dname = dtype_name(arr.dtype)
         if dname is None:
             raise TypeError(f"weight '{name}' has unsupported dtype {arr.dtype} "
-                            f"(supported: {', '.join(sorted(schema.DTYPES))})")
+                            f"(supported: {', '.join(sorted(DTYPES))})")
         off = _align(pos, TENSOR_ALIGN)
         if off > pos:
             chunks.append(bytes(off - pos))
@@ -210,8 +155,8 @@ def _build(om: OmFile) -> tuple[int, list[Any]]:
     if not isinstance(om, OmFile):
         raise TypeError(f"expected an OmFile, got {type(om).__name__}")
     for name in om.sections:
-        if name not in schema.SECTION_NAMES:
-            schema.validate_section(name, None)  # raises 'unknown section'
+        if name not in SECTION_NAMES:
+            validate_section(name, None)  # raises 'unknown section'
     encoded, decoded = {}, {}
     for name in sorted(om.sections, key=SECTION_KINDS.__getitem__):
         encoded[name] = encode_payload(name, om.sections[name])
@@ -220,7 +165,7 @@ def _build(om: OmFile) -> tuple[int, list[Any]]:
         except ModelFormatError as exc:
             raise TypeError(f"section '{name}' does not survive a msgpack round trip "
                             f"(e.g. a list or tuple used as a dict key): {exc.__cause__}") from exc
-    schema.validate_sections(om.mode, decoded)
+    om.contract = parse_sections(om.mode, decoded, _weight_sizes(om.weights))
     table, wchunks = _weight_chunks(om.weights)
     encoded["weight_table"] = encode_payload("weight_table", table)
     sections = [(SECTION_KINDS[n], 0, [b]) for n, b in encoded.items()]
@@ -355,12 +300,12 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
     if "model" not in found:
         raise ModelFormatError("missing section 'model'")
     model = decode_payload("model", data("model"))
-    schema.validate_section("model", model)
+    validate_section("model", model)
     if model["mode"] != mode:
         raise ModelFormatError(f"header flags say the model is {mode} (flags bit 0 = "
                                f"{flags & FLAG_DYNAMIC}) but section 'model' has mode "
                                f"'{model['mode']}'")
-    for name in (*schema.missing_sections(mode, found), "weights", "weight_table"):
+    for name in (*missing_sections(mode, found), "weights", "weight_table"):
         if name not in found:
             raise ModelFormatError(f"missing section '{name}' (required for {mode} models)")
     sections: dict[str, Any] = {"model": model}
@@ -368,9 +313,8 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
         if name in ("model", "weights", "weight_table"):
             continue
         sections[name] = decode_payload(name, data(name))
-        schema.validate_section(name, sections[name])
-    table = schema.validate_weight_table(decode_payload("weight_table", data("weight_table")),
-                                         found["weights"][1], TENSOR_ALIGN)
+    table = validate_weight_table(decode_payload("weight_table", data("weight_table")),
+                                  found["weights"][1], TENSOR_ALIGN)
     wdata = data("weights")
     weights: dict[str, np.ndarray] = {}
     for name, dtype, shape, off, nbytes in table:
@@ -380,7 +324,9 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
             arr = np.empty(shape, dtype)
         arr.flags.writeable = False
         weights[name] = arr
-    return OmFile(mode, sections, weights, _buffer=keep)
+    om = OmFile(mode, sections, weights, _buffer=keep)
+    om.contract = parse_sections(mode, sections, _weight_sizes(weights))
+    return om
 
 
 def load_om(source: str | os.PathLike | bytes | bytearray | memoryview, *,

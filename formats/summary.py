@@ -11,6 +11,7 @@ def summarize(om) -> dict:
         "name": model.get("name"),
         "mode": om.mode,
         "producer": model.get("producer"),
+        "target": model.get("target"),
         "opsets": model.get("opsets"),
         "inputs": model.get("inputs"),
         "outputs": model.get("outputs"),
@@ -55,6 +56,10 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
     """The summary as readable text."""
     lines = [f"model      {s['name']}  ({s['mode']} mode, produced by {s['producer']})",
              f"opsets     {', '.join(f'{k} {v}' for k, v in (s.get('opsets') or {}).items())}"]
+    t = s.get("target")
+    if t:
+        lines.append(f"target     {t['name']} (kernel backend {t['backend']}, vector class "
+                     f"{t['vector_class']})")
     for kind in ("inputs", "outputs"):
         for io in s[kind]:
             lines.append(f"{kind[:-1]:<10} {io['name']}: {io['dtype']}{io['shape']}")

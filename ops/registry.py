@@ -249,9 +249,6 @@ def load_definitions() -> None:
             del device      # imported for its definitions
             for info in pkgutil.iter_modules(defs.__path__):
                 importlib.import_module(f"{defs.__name__}.{info.name}")
-            # TRANSITION: kernel modules not moved yet still define their ops
-            from .backend import kernel_backend
-            kernel_backend("numpy")
             _loaded = True
         finally:
             _loading = False

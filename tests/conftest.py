@@ -12,6 +12,21 @@ import testdata  # noqa: F401  (puts the sample builders on sys.path)
 os.environ["AIRCC_VECTOR_CLASS"] = "avx2"
 
 
+@pytest.fixture
+def aircc_env(monkeypatch):
+    """``aircc_env(NAME, value)`` sets an environment variable aircc reads and makes aircc
+    read its environment again (:func:`aircc.config.reload`); both are undone after the test."""
+    from aircc import config
+
+    def set_var(name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        config.reload()
+
+    yield set_var
+    monkeypatch.undo()
+    config.reload()
+
+
 @pytest.fixture(scope="session")
 def device():
     """One virtual device for the whole session (as a process would have)."""

@@ -36,13 +36,13 @@ def diamond(width: int = 4, branches: int = 3, opset: int = 17) -> onnx.ModelPro
 
 
 def run_ir(graph, feeds: dict) -> dict:
-    """Evaluate an IR graph op by op with the registry's kernels in host memory.
+    """Evaluate an IR graph op by op with the numpy backend's kernels in host memory.
 
     The oracle for pass tests: a pass must not change what the graph computes.
     """
-    from aircc.compiler.ir.graph import TensorType
-    from aircc.executor.kernels.registry import InferContext, lookup
+    from aircc.ops import InferContext, TensorType, kernel_backend, node_def, resolve_target
 
+    backend, target = kernel_backend("numpy"), resolve_target("cpu-avx2")
     env = dict(graph.constants)
     env.update(feeds)
     for node in graph.nodes:
@@ -51,13 +51,15 @@ def run_ir(graph, feeds: dict) -> dict:
         if node.op == "MemcpyH2D":
             env[node.outputs[0]] = env[node.inputs[0]]
             continue
-        spec = lookup(node.op, node.version, node.domain, node.name)
+        fallback = node.meta.get("impl") == "fallback"
+        impl = backend.impl(node.op, node.version, node.domain, node.name, fallback)
         ins = [env[i] if i else None for i in node.inputs]
         in_types = [TensorType.of(a) if a is not None else None for a in ins]
-        types = spec.infer(InferContext(in_types, node.attrs, ins, node.name, node.op, len(node.outputs)))
+        types = node_def(node).infer(InferContext(in_types, node.attrs, ins, node.name, node.op,
+                                                  len(node.outputs)))
         outs = [np.empty(t.shape, t.dtype) for t in types]
-        tiling = spec.tiling(in_types, node.attrs) if spec.tiling else {}
+        tiling = impl.tile(in_types, node.attrs, target)
         ws = np.empty(tiling.get("workspace", 0), np.uint8) if tiling.get("workspace") else None
-        spec.kernel(ins, outs, node.attrs, tiling, ws)
+        impl.kernel(ins, outs, node.attrs, tiling, ws)
         env.update(zip(node.outputs, outs))
     return {o: env[o] for o in graph.outputs}

@@ -8,6 +8,7 @@ import random
 import struct
 import zlib
 
+import msgpack
 import numpy as np
 import pytest
 
@@ -20,32 +21,65 @@ ENT = struct.Struct("<IIQQII")
 
 
 # ------------------------------------------------------------------ fixtures
+def _op(offset: int, shape=(2, 3), mem: str = "arena") -> dict:
+    return {"mem": mem, "offset": offset, "dtype": "float32", "shape": list(shape)}
+
+
+def _kernel(tid: int, op: str, node: str, inputs: list, outputs: list, tiling: int) -> dict:
+    return {"kind": "kernel", "id": tid, "op": op, "domain": "", "version": 13, "node": node,
+            "impl": "native", "inputs": inputs, "outputs": outputs, "attrs": {},
+            "tiling": tiling, "workspace": None}
+
+
+TARGET = {"name": "cpu-avx2", "backend": "numpy", "vector_class": "avx2"}
+
+
 def sections(mode: str = "static") -> dict:
+    """A small model of either mode whose sections are all valid (the reader's contract)."""
+    shape = [2, 3] if mode == "static" else ["N", 3]
     s = {
         "model": {"name": "tiny", "mode": mode, "producer": "aircc-test", "opsets": {"": 17},
-                  "inputs": [{"name": "x", "dtype": "float32", "shape": ["N", 3]}],
-                  "outputs": [{"name": "y", "dtype": "float32", "shape": ["N", 3]}],
+                  "source_producer": "", "target": dict(TARGET),
+                  "inputs": [{"name": "x", "dtype": "float32", "shape": shape}],
+                  "outputs": [{"name": "y", "dtype": "float32", "shape": shape}],
                   "compile_report": {"passes": ("fold", "fuse")}},
         "tiling": {"entries": [{"node": "add0", "block": 64, "idx": np.arange(5, dtype=np.int32)},
                                {"node": "mm0", "tiles": (2, 2), 7: "int key"}]},
     }
     if mode == "static":
-        s["tasks"] = {"streams": 2, "events": 1, "lists": [
-            [{"kind": "memcpy_h2d", "binding": 0},
-             {"kind": "kernel", "op": "Add", "node": "add0", "inputs": [0, 1], "outputs": [2]},
-             {"kind": "event_record", "event": 0}],
-            [{"kind": "event_wait", "event": 0},
-             {"kind": "kernel", "op": "Relu", "node": "relu0", "inputs": [2], "outputs": [3]},
-             {"kind": "memcpy_d2h", "binding": 0}, {"kind": "model_end"}]]}
+        s["tasks"] = {"streams": 2, "events": 1, "count": 6, "lists": [
+            [{"kind": "memcpy_h2d", "id": 0, "binding": 0, "dst": _op(0)},
+             _kernel(1, "Add", "add0", [_op(0), _op(0, (3, 5), "weights")], [_op(64)], 0),
+             {"kind": "event_record", "id": 2, "event": 0}],
+            [{"kind": "event_wait", "id": 3, "event": 0},
+             _kernel(4, "Relu", "relu0", [_op(64)], [_op(128)], 1),
+             {"kind": "memcpy_d2h", "id": 5, "binding": 0, "src": _op(128)}]]}
         s["memory_plan"] = {"arena_bytes": 256, "lower_bound_bytes": 128, "no_reuse_bytes": 512,
-                            "weights_bytes": 64, "alignment": 64, "buffers": [
+                            "weights_bytes": 64, "alignment": 64, "strategy": "by-size",
+                            "buffers": [
                                 {"name": "t2", "offset": 0, "size": 128, "first_task": 1,
-                                 "last_task": 4},
+                                 "last_task": 4, "readers": [4], "writers": [1]},
                                 {"name": "t3", "offset": 128, "size": 128, "first_task": 4,
-                                 "last_task": 5}]}
+                                 "last_task": 5, "readers": [5], "writers": [4]}],
+                            "aliases": [], "weights": []}
     else:
-        s["exec_graph"] = {"nodes": [{"op": "Add"}], "symbols": ["N"]}
-        s["gears"] = {"N": [1, 8, 32]}
+        vt = {"dtype": "float32", "shape": ["N", 3]}
+        s["exec_graph"] = {
+            "inputs": ["x"], "outputs": ["y"], "values": {"x": vt, "x.dev": vt, "h": vt},
+            "streams": 1, "events": 0, "host_ops": 0, "device_values": ["x.dev", "h"],
+            "nodes": [{"op": "MemcpyH2D", "domain": "aircc", "version": 1, "name": "h2d_0",
+                       "inputs": ["x"], "outputs": ["x.dev"], "attrs": {"binding": 0},
+                       "placement": "device", "stream": 0, "impl": "native"},
+                      {"op": "Relu", "domain": "", "version": 14, "name": "relu0",
+                       "inputs": ["x.dev"], "outputs": ["h"], "attrs": {},
+                       "placement": "device", "stream": 0, "impl": "native"}],
+            "kernels": [{"kind": "infer_shape", "node": 0},
+                        {"kind": "alloc", "node": 0, "stream": 0, "values": ["x.dev"]},
+                        {"kind": "memcpy_h2d", "node": 0, "stream": 0},
+                        {"kind": "infer_shape", "node": 1}, {"kind": "tiling", "node": 1},
+                        {"kind": "alloc", "node": 1, "stream": 0, "values": ["h"]},
+                        {"kind": "launch", "node": 1, "stream": 0},
+                        {"kind": "free", "values": ["x.dev"]}]}
     return s
 
 
@@ -298,7 +332,7 @@ def _model_offset(off, size, b):
     (_edit_entry("tiling", size=lambda off, size, b: len(b) - off + 1),
      "truncated: section 'tiling'"),
     (_edit_entry("tiling", offset=_model_offset), "overlap"),
-    (_edit_entry("model", offset=64), "and the section table overlap"),
+    (_edit_entry("model", offset=64), "overlap (byte 64 <"),
     (_edit_entry("tiling", kind=omod.TASK_INFO), "duplicate section 'tasks'"),
     (_edit_entry("model", offset=lambda off, size, b: off + 8, size=1), "not aligned to 64"),
     (_edit_entry("weights", offset=lambda off, size, b: off - 64), "not aligned to 4096"),
@@ -334,7 +368,7 @@ def test_invalid_msgpack_with_correct_crc():
     rejects(forge(s, raw={"tiling": b"\xc1\x00"}), "section 'tiling' is not valid msgpack")
     rejects(forge(s, raw={"tiling": omod.encode_payload("t", {"entries": []}) + b"\x01"}),
             "section 'tiling' is not valid msgpack")
-    bad_ext = omod.encode_payload("t", {"entries": [{"a": omod.msgpack.ExtType(1, b"\x93")}]})
+    bad_ext = omod.encode_payload("t", {"entries": [{"a": msgpack.ExtType(1, b"\x93")}]})
     rejects(forge(s, raw={"tiling": bad_ext}), "section 'tiling' is not valid msgpack")
 
 
@@ -369,12 +403,12 @@ def _bad(mutate):
     (lambda s: s["model"].update(opsets={"": "17"}), "section 'model': opsets"),
     (lambda s: s["tasks"].update(streams=0), "section 'tasks': streams must be an int >= 1"),
     (lambda s: s["tasks"]["lists"].pop(), "section 'tasks': lists has 1 task lists"),
-    (lambda s: s["tasks"]["lists"][0].append({"kind": "spin"}), "section 'tasks': lists[0][3].kind"),
+    (lambda s: s["tasks"]["lists"][0].append({"kind": "spin", "id": 6}), "section 'tasks': lists[0][3].kind"),
     (lambda s: s["tasks"]["lists"][0][2].update(event=1), "section 'tasks': lists[0][2].event"),
-    (lambda s: s["tasks"]["lists"][1].append({"kind": "event_record", "event": 0}),
-     "event 0 is recorded 2 times"),
+    (lambda s: s["tasks"].update(count=7) or s["tasks"]["lists"][1].append(
+        {"kind": "event_record", "id": 6, "event": 0}), "event 0 is recorded 2 times"),
     (lambda s: s["tasks"]["lists"][1].pop(0), "event 0 is never waited on"),
-    (lambda s: s["tasks"]["lists"][0].__setitem__(0, {"kind": "memcpy_h2d"}),
+    (lambda s: s["tasks"]["lists"][0].__setitem__(0, {"kind": "memcpy_h2d", "id": 0}),
      "section 'tasks': lists[0][0] is missing key 'binding'"),
     (lambda s: s["memory_plan"].update(alignment=-1), "section 'memory_plan': alignment"),
     (lambda s: s["memory_plan"]["buffers"][1].update(size=129), "exceeds arena_bytes 256"),

@@ -5,6 +5,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 import aircc
+from aircc.compiler.context import CompileContext
 from aircc.compiler.frontend.onnx_import import import_onnx
 from aircc.compiler.ir.verifier import verify
 from aircc.compiler.passes.fold_batchnorm import fold_batchnorm
@@ -37,17 +38,17 @@ def test_fold_batchnorm_and_fuse_add_relu_keep_the_numbers():
     g = run_pipeline(import_onnx(_conv_block()), BASE)
     x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32)
     expected = run_ir(g, {"x": x})["y"]
-    fold_batchnorm(g)
+    ctx = CompileContext()
+    fold_batchnorm(g, ctx)
     verify(g)
     assert [n.op for n in g.nodes] == ["Conv", "Conv", "Add", "Relu"]
-    fuse_epilogues(g)
+    fuse_epilogues(g, ctx)
     verify(g)
     ops = [(n.op, n.attrs.get("fused_add", 0), n.attrs.get("fused_relu", 0)) for n in g.nodes]
     assert ops == [("Conv", 0, 0), ("Conv", 1, 1)]        # conv + BN + Add + Relu: one launch
     assert g.nodes[-1].outputs == ["y"]
     np.testing.assert_allclose(run_ir(g, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
-    stats = g.meta["stats"]
-    assert stats["fused_conv_batchnorm"] == 1 and stats["fused_epilogues"] == 2
+    assert ctx.stats["fused_conv_batchnorm"] == 1 and ctx.stats["fused_epilogues"] == 2
 
 
 def test_no_fusion_when_the_intermediate_is_read_elsewhere():
@@ -322,11 +323,12 @@ def test_per_channel_mul_add_fold_into_conv_and_batchnorm_and_bn_takes_relu():
     g = run_pipeline(import_onnx(m), BASE)
     x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
     expected = run_ir(g, {"x": x})["y"]
-    fold_batchnorm(g)
-    fuse_epilogues(g)
+    ctx = CompileContext()
+    fold_batchnorm(g, ctx)
+    fuse_epilogues(g, ctx)
     verify(g)
     assert [(n.op, n.attrs.get("fused_relu", 0)) for n in g.nodes] == [("Conv", 1), ("BatchNormalization", 1)]
-    assert g.meta["stats"]["folded_channel_affine"] == 5
+    assert ctx.stats["folded_channel_affine"] == 5
     np.testing.assert_allclose(run_ir(g, {"x": x})["y"], expected, rtol=1e-5, atol=1e-5)
 
 

@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from aircc.compiler.frontend.onnx_import import import_onnx
-from aircc.compiler.ir.graph import Graph, Node, TensorType
+from aircc.compiler.ir.graph import Graph, Node, TensorType, device_node
 from aircc.compiler.ir.printer import print_graph
 from aircc.compiler.ir.verifier import verify
 from aircc.compiler.passes.infer_shapes import infer_shapes
@@ -101,8 +101,8 @@ def test_verifier_rejects_wait_before_record():
     g = _tiny()
     for n in g.nodes:
         n.meta["stream"] = 0
-    g.nodes.insert(0, Node("EventWait", [], [], {"event": 0}, name="w", meta={"stream": 1}))
-    g.nodes.append(Node("EventRecord", [], [], {"event": 0}, name="r", meta={"stream": 0}))
+    g.nodes.insert(0, device_node("EventWait", [], [], {"event": 0}, "w", stream=1))
+    g.nodes.append(device_node("EventRecord", [], [], {"event": 0}, "r", stream=0))
     with pytest.raises(VerificationError, match="before it is recorded"):
         verify(g)
 
@@ -178,13 +178,13 @@ def test_compile_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
     from aircc.compiler.driver import CompileOptions, compile_model, cyclic_gc_paused
 
     seen = []
-    real_optimize = driver.optimize
+    real_import = driver.import_onnx
 
-    def spy(source, options):
+    def spy(source, shapes):
         seen.append(gc.isenabled())
-        return real_optimize(source, options)
+        return real_import(source, shapes)
 
-    monkeypatch.setattr(driver, "optimize", spy)
+    monkeypatch.setattr(driver, "import_onnx", spy)
     was = gc.isenabled()
     try:
         gc.enable()

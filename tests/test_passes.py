@@ -6,12 +6,14 @@ import onnx
 import pytest
 from onnx import helper
 
+from aircc.compiler.context import CompileContext
 from aircc.compiler.frontend.onnx_import import import_onnx
-from aircc.compiler.ir.graph import Graph, Node
+from aircc.compiler.ir.graph import Graph, Node, device_node
 from aircc.compiler.ir.verifier import verify
 from aircc.compiler.passes.eliminate_dead_code import eliminate_dead_code
 from aircc.compiler.passes.fold_constants import fold_constants
 from aircc.compiler.passes.infer_shapes import infer_shapes
+from aircc.compiler.passes.base import compile_pass
 from aircc.compiler.passes.pipeline import PASSES, get_pass, run_pipeline
 from aircc.compiler.passes.remove_identity import remove_identity
 from aircc.errors import PassError, ShapeInferenceError, UnsupportedOpError
@@ -59,10 +61,11 @@ def test_fold_constants_turns_constantofshape_into_weights(name):
     g = infer_shapes(import_onnx(light_path(name)))
     before = len(g.nodes)
     assert any(n.op == "ConstantOfShape" for n in g.nodes)
-    fold_constants(g)
+    ctx = CompileContext()
+    fold_constants(g, ctx)
     verify(g)
     assert not any(n.op in ("ConstantOfShape", "Unsqueeze") for n in g.nodes)
-    assert g.meta["stats"]["folded_nodes"] >= before - len(g.nodes) > 0
+    assert ctx.stats["folded_nodes"] >= before - len(g.nodes) > 0
     conv = next(n for n in g.nodes if n.op == "Conv")
     w = g.constants[conv.inputs[1]]
     assert w.ndim == 4 and w.dtype == np.float32
@@ -92,13 +95,14 @@ def test_dce_removes_dead_nodes_and_constants_but_keeps_sync_ops():
                helper.make_node("Tanh", ["dead"], ["dead2"])],
               [tensor("x", [4])], [tensor("y", [4])], [const("k", np.ones(4, np.float32))])
     g = infer_shapes(import_onnx(m))
-    g.nodes.append(Node("EventRecord", [], [], {"event": 0}, name="rec"))
-    g.nodes.append(Node("MemcpyD2H", ["y"], [], {"binding": 0}, name="d2h"))
-    eliminate_dead_code(g)
+    g.nodes.append(device_node("EventRecord", [], [], {"event": 0}, "rec"))
+    g.nodes.append(device_node("MemcpyD2H", ["y"], [], {"binding": 0}, "d2h"))
+    ctx = CompileContext()
+    eliminate_dead_code(g, ctx)
     verify(g)
     assert [n.op for n in g.nodes] == ["Relu", "EventRecord", "MemcpyD2H"]
     assert "k" not in g.constants and "dead" not in g.types
-    assert g.meta["stats"]["dead_nodes"] == 2
+    assert ctx.stats["dead_nodes"] == 2
 
 
 def test_remove_identity_and_inference_dropout_keeps_output_names():
@@ -136,11 +140,11 @@ def test_pipeline_by_names_verifies_after_each_pass_and_rejects_unknown_names():
     with pytest.raises(PassError, match="known passes"):
         get_pass("no-such-pass")
 
-    def breaks_ir(graph):
+    def breaks_ir(graph, ctx):
         graph.outputs.append("ghost")
         return graph
 
-    PASSES["break"] = breaks_ir
+    compile_pass("break")(breaks_ir)
     try:
         from aircc.errors import VerificationError
         with pytest.raises(VerificationError, match="ghost"):

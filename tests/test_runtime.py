@@ -9,7 +9,8 @@ import pytest
 
 import aircc
 from aircc.errors import DeviceOutOfMemoryError, InputError, KernelError, ModelFormatError
-from aircc.executor.device.device import VirtualDevice, parse_bytes
+from aircc.config import parse_bytes
+from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.memory import DeviceMemory
 from aircc.executor.device.stream import Event, Stream
 from aircc.executor.runtime.feeds import exact_feeds

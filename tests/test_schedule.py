@@ -6,6 +6,7 @@ import pytest
 
 import aircc
 
+from aircc.compiler.context import CompileContext
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.compiler.frontend.onnx_import import import_onnx
 from aircc.compiler.ir.graph import Graph, Node, TensorType
@@ -23,9 +24,14 @@ from schedule_check import data_dependencies, unordered_dependencies
 UNFUSED = ["fold-constants", "infer-shapes", "remove-identity", "dce", "infer-shapes"]
 
 
+def _ctx(**options) -> CompileContext:
+    return CompileContext(CompileOptions(**options))
+
+
 def _scheduled(source, streams=None):
     g = run_pipeline(import_onnx(source), UNFUSED)
-    g = insert_events(assign_streams(insert_memcpy(g), streams, min_branch_bytes=0))
+    ctx = _ctx(streams=streams, min_branch_bytes=0)
+    g = insert_events(assign_streams(insert_memcpy(g, ctx), ctx), ctx)
     verify(g)
     return g
 
@@ -70,7 +76,7 @@ def test_stream_cap_and_single_stream():
     assert g.meta["streams"] == 1 and g.meta["events"] == 0
     assert not any(n.op.startswith("Event") for n in g.nodes)
     with pytest.raises(CompileOptionError):
-        assign_streams(run_pipeline(import_onnx(diamond())), 0)
+        assign_streams(run_pipeline(import_onnx(diamond())), _ctx(streams=0))
 
 
 def test_events_pair_record_before_wait_and_are_dense():

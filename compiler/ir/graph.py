@@ -13,13 +13,8 @@ from typing import Iterator
 
 import numpy as np
 
+from aircc.ops import Trait, device, has_trait
 from aircc.ops.types import Dim, TensorType, is_host_only  # noqa: F401  (the IR's types)
-
-#: Ops with side effects: dead-code elimination never removes them, even
-#: though they produce no value anybody reads.
-SIDE_EFFECT_OPS = frozenset({"EventRecord", "EventWait", "MemcpyH2D", "MemcpyD2H",
-                             "Label", "Goto", "StreamSwitch", "LoopUpdate", "BranchOut",
-                             "ScanSlice", "ScanUpdate"})
 
 
 @dataclass(eq=False)
@@ -47,7 +42,8 @@ class Node:
 
     @property
     def has_side_effects(self) -> bool:
-        return self.op in SIDE_EFFECT_OPS
+        """Dead-code elimination must keep it (synchronisation, copies, loop state)."""
+        return has_trait(self.op, Trait.SIDE_EFFECT, self.domain)
 
     def is_plain(self, op: str) -> bool:
         """A default-domain ``op`` node run by its native kernel: what fusions rewrite."""
@@ -55,6 +51,16 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, {self.op}, {self.inputs} -> {self.outputs})"
+
+
+def device_node(op: str, inputs: list[str], outputs: list[str], attrs: dict, name: str,
+                stream: int | None = None, **meta) -> Node:
+    """A node of the device's own dialect (:mod:`aircc.ops.device`: events, copies, jumps,
+    control kernels), on ``stream`` when given."""
+    if stream is not None:
+        meta["stream"] = stream
+    return Node(op, list(inputs), list(outputs), dict(attrs), name=name, domain=device.DOMAIN,
+                version=device.VERSION, meta=meta)
 
 
 @dataclass(eq=False)
@@ -96,6 +102,11 @@ class Graph:
         if len(readers) != 1 or value in self.outputs:
             return None
         return readers[0]
+
+    def number_readers(self, value: str, users: dict[str, list[Node]]) -> list[Node]:
+        """The nodes that read ``value``'s numbers: every reader but those that read only its
+        shape (Shape, Size: dynamic graphs keep them)."""
+        return [n for n in users.get(value, []) if not has_trait(n.op, Trait.SHAPE_ONLY, n.domain)]
 
     def adds_read_only_by(self, op: str) -> list[tuple[Node, Node]]:
         """(Add, reader) pairs: a plain two-input Add (native kernel) whose result one

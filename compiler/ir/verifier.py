@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from aircc.errors import VerificationError
+from aircc.ops import device
 
 from .graph import Graph, TensorType
 
@@ -61,9 +62,10 @@ def _check(graph: Graph, outer: frozenset[str], require_types: bool):
                 yield from define(o, f"output of '{node.name}'")
         if streams_assigned and "stream" not in node.meta and node.meta.get("placement") != "host":
             yield f"node '{node.name}' ({node.op}) has no stream while others do"
-        if node.op == "EventRecord":
+        if node.op == device.EVENT_RECORD and node.domain == device.DOMAIN:
             records.add(node.attrs["event"])
-        elif node.op == "EventWait" and node.attrs["event"] not in records:
+        elif node.op == device.EVENT_WAIT and node.domain == device.DOMAIN \
+                and node.attrs["event"] not in records:
             yield f"EventWait '{node.name}' waits on event {node.attrs['event']} before it is recorded"
     for o in graph.outputs:
         if o not in defined and o not in outer:

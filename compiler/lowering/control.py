@@ -27,9 +27,12 @@ that a body reads stay live until the whole construct ends (``spans``).
 from __future__ import annotations
 
 from aircc.errors import CompileOptionError
+from aircc.ops import Trait, device, has_trait
 
-from ..ir.graph import Graph, Node, TensorType
-from ..passes.control_flow import CONTROL_FLOW_OPS, region
+from ..context import CompileContext
+from ..ir.graph import Graph, Node, TensorType, device_node
+from ..passes.base import compile_pass
+from ..passes.control_flow import region
 from ..schedule.events import insert_events
 from ..schedule.streams import assign_streams
 
@@ -40,7 +43,7 @@ SCALAR_BOOL = TensorType("bool", ())
 def static_control_flow_problem(graph: Graph) -> str | None:
     """Why static mode cannot lower this graph's control flow, or None if it can."""
     for node in graph.walk():
-        if node.op not in CONTROL_FLOW_OPS or node.domain:
+        if not has_trait(node.op, Trait.CONTROL_FLOW, node.domain):
             continue
         if node.op == "Loop":
             body = region(node, "body")
@@ -53,9 +56,9 @@ def static_control_flow_problem(graph: Graph) -> str | None:
 
 
 class _Expander:
-    def __init__(self, graph: Graph, max_streams: int | None):
+    def __init__(self, graph: Graph, ctx: CompileContext):
         self.graph = graph
-        self.max_streams = max_streams
+        self.ctx = ctx
         self.streams = graph.meta.get("streams", 1)
         self.events = graph.meta.get("events", 0)
         self.labels = 0
@@ -63,9 +66,7 @@ class _Expander:
 
     # ------------------------------------------------------------ helpers
     def node(self, op: str, inputs, outputs, stream: int, name: str, **attrs) -> Node:
-        return Node(op, list(inputs), list(outputs), attrs, name=name, version=1,
-                    domain="" if op in ("Label", "Goto", "StreamSwitch") else "aircc",
-                    meta={"stream": stream})
+        return device_node(op, inputs, outputs, attrs, name, stream)
 
     def label(self) -> int:
         self.labels += 1
@@ -74,10 +75,9 @@ class _Expander:
     def sync(self, src: int, dst: int, name: str) -> tuple[Node, Node]:
         e = self.events
         self.events += 1
-        return (Node("EventRecord", [], [], {"event": e, "src": name, "dst": name},
-                     name=f"record_e{e}", meta={"stream": src}),
-                Node("EventWait", [], [], {"event": e, "src": name, "dst": name},
-                     name=f"wait_e{e}", meta={"stream": dst}))
+        attrs = {"event": e, "src": name, "dst": name}
+        return (device_node(device.EVENT_RECORD, [], [], attrs, f"record_e{e}", src),
+                device_node(device.EVENT_WAIT, [], [], attrs, f"wait_e{e}", dst))
 
     def fan_out(self, h: int, others: list[int], name: str) -> list[Node]:
         pairs = [self.sync(h, t, name) for t in others]
@@ -93,9 +93,7 @@ class _Expander:
     # ------------------------------------------------------------ bodies
     def body(self, body: Graph, h: int) -> list[Node]:
         """Schedule a body on h plus fresh streams; returns its expanded nodes."""
-        assign_streams(body, self.max_streams, self.graph.meta.get("min_branch_bytes"),
-                       self.graph.meta.get("split_matrix_branches", False))
-        insert_events(body)
+        insert_events(assign_streams(body, self.ctx), self.ctx)
         mapping = {0: h}
         for n in body.nodes:
             s = n.meta["stream"]
@@ -104,7 +102,7 @@ class _Expander:
                 self.streams += 1
         for n in body.nodes:
             n.meta["stream"] = mapping[n.meta["stream"]]
-            if n.op in ("EventRecord", "EventWait"):
+            if n.domain == device.DOMAIN and n.op in device.SYNC_OPS:
                 n.attrs["event"] += self.events
                 n.name = f"{n.name}_{body.name}_{self.events}"
         self.events += body.meta.get("events", 0)
@@ -114,9 +112,10 @@ class _Expander:
 
     def expand(self, nodes: list[Node]) -> list[Node]:
         out: list[Node] = []
+        lower = {"If": self.lower_if, "Loop": self.lower_loop, "Scan": self.lower_scan}
         for n in nodes:
-            if n.op in CONTROL_FLOW_OPS and not n.domain:
-                out.extend(getattr(self, f"lower_{n.op.lower()}")(n))
+            if has_trait(n.op, Trait.CONTROL_FLOW, n.domain):
+                out.extend(lower[n.op](n))
             else:
                 out.append(n)
         return out
@@ -135,18 +134,18 @@ class _Expander:
         else_l, end_l = self.label(), self.label()
         seq = [self.node("IfInit", [], c.outputs, h, f"{name}#init")]
         seq += self.fan_out(h, others, name)
-        seq += [self.node("StreamSwitch", [c.inputs[0]], [], s, f"{name}#switch{s}", label=else_l)
+        seq += [self.node(device.STREAM_SWITCH, [c.inputs[0]], [], s, f"{name}#switch{s}", label=else_l)
                 for s in every]
         for branch, nodes, tag in ((then_b, then_nodes, "then"), (else_b, else_nodes, "else")):
             if tag == "else":
-                seq += [self.node("Label", [], [], s, f"{name}#else{s}", label=else_l) for s in every]
+                seq += [self.node(device.LABEL, [], [], s, f"{name}#else{s}", label=else_l) for s in every]
             seq += nodes
             seq += self.fan_in(h, self.streams_of(nodes, h), name)
             seq.append(self.node("BranchOut", [*branch.outputs, *c.outputs], [], h,
                                  f"{name}#{tag}_out"))
             if tag == "then":
-                seq += [self.node("Goto", [], [], s, f"{name}#goto{s}", label=end_l) for s in every]
-        seq += [self.node("Label", [], [], s, f"{name}#end{s}", label=end_l) for s in every]
+                seq += [self.node(device.GOTO, [], [], s, f"{name}#goto{s}", label=end_l) for s in every]
+        seq += [self.node(device.LABEL, [], [], s, f"{name}#end{s}", label=end_l) for s in every]
         self.spans.append((seq[0].name, seq[-1].name))
         return seq
 
@@ -160,17 +159,17 @@ class _Expander:
         flag = f"{name}#flag"
         self.type(flag, SCALAR_BOOL)
         seq = [init]
-        seq += [self.node("Label", [], [], s, f"{name}#head{s}", label=head) for s in every]
+        seq += [self.node(device.LABEL, [], [], s, f"{name}#head{s}", label=head) for s in every]
         seq.append(self.node("LoopCheck", flag_inputs, [flag], h, f"{name}#check"))
         seq += before_body          # on h, before the body streams are let go
         seq += self.fan_out(h, others, name)
-        seq += [self.node("StreamSwitch", [flag], [], s, f"{name}#switch{s}", label=exit_)
+        seq += [self.node(device.STREAM_SWITCH, [flag], [], s, f"{name}#switch{s}", label=exit_)
                 for s in every]
         seq += body_nodes
         seq += self.fan_in(h, self.streams_of(body_nodes, h), name)
         seq.append(update)
-        seq += [self.node("Goto", [], [], s, f"{name}#goto{s}", label=head) for s in every]
-        seq += [self.node("Label", [], [], s, f"{name}#exit{s}", label=exit_) for s in every]
+        seq += [self.node(device.GOTO, [], [], s, f"{name}#goto{s}", label=head) for s in every]
+        seq += [self.node(device.LABEL, [], [], s, f"{name}#exit{s}", label=exit_) for s in every]
         seq.append(finish)
         self.spans.append((seq[0].name, seq[-1].name))
         return seq
@@ -222,13 +221,14 @@ class _Expander:
         return self._loop(c, init, [slicer], body_nodes, update, finish, [it, "", trip])
 
 
-def expand_control_flow(graph: Graph, max_streams: int | None = None) -> Graph:
+@compile_pass("expand-control-flow")
+def expand_control_flow(graph: Graph, ctx: CompileContext) -> Graph:
     """Splice If/Loop/Scan bodies and their control tasks into the task order."""
     problem = static_control_flow_problem(graph)
     if problem:
         raise CompileOptionError(f"static mode cannot lower this model: {problem}; "
                                  f"compile it with --mode dynamic")
-    x = _Expander(graph, max_streams)
+    x = _Expander(graph, ctx)
     graph.nodes = x.expand(graph.nodes)
     graph.meta["streams"], graph.meta["events"] = x.streams, x.events
     graph.meta["spans"] = x.spans

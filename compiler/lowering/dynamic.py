@@ -14,20 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.formats.exec_graph import Body, ExecGraphSection, ExecNode, HostKernel, ValueType
+from aircc.formats.kinds import HostKernelKind as K
+from aircc.formats.kinds import Impl, Placement
+from aircc.ops import Trait, device, has_trait
+
 from ..ir.graph import Graph, Node
-from ..passes.control_flow import CONTROL_FLOW_OPS
-
-#: Host kernels by pipeline stage: normal (shape work), memory, launch.
-STAGE = {"infer_shape": "normal", "tiling": "normal", "host_compute": "normal",
-         "control": "normal",
-         "alloc": "memory", "free": "memory",
-         "launch": "launch", "memcpy_h2d": "launch", "memcpy_d2h": "launch",
-         "event_record": "launch", "event_wait": "launch"}
 
 
-def _type(types: dict, name: str) -> dict:
+def _type(types: dict, name: str) -> ValueType:
     t = types[name]
-    return {"dtype": t.dtype, "shape": None if t.shape is None else list(t.shape)}
+    return ValueType(t.dtype, None if t.shape is None else tuple(t.shape))
 
 
 def _captures(region: Graph) -> set[str]:
@@ -38,17 +35,21 @@ def _captures(region: Graph) -> set[str]:
     return used - defined
 
 
+def _is_sync(n: Node) -> bool:
+    return n.domain == device.DOMAIN and n.op in device.SYNC_OPS
+
+
 def _is_device(n: Node) -> bool:
-    return n.meta.get("placement") != "host" and n.op not in ("EventRecord", "EventWait")
+    return n.meta.get("placement") != "host" and not _is_sync(n)
 
 
 class _Lowering:
     def __init__(self):
-        self.nodes: list[dict] = []
+        self.nodes: list[ExecNode] = []
         self.types: dict = {}
         self.constants: dict[str, np.ndarray] = {}
 
-    def body(self, graph: Graph, keep: set[str]) -> dict:
+    def body(self, graph: Graph, keep: set[str]) -> Body:
         """Kernels of one region; values in ``keep`` (its outputs) are not freed by it."""
         self.types.update(graph.types)
         self.constants.update({c: graph.constants[c] for c in graph.constants
@@ -71,61 +72,52 @@ class _Lowering:
                     if o and o not in keep:
                         device_values.append(o)
                         frees_after.setdefault(last_use.get(o, k), []).append(o)
-        kernels: list[dict] = []
+        kernels: list[HostKernel] = []
         for k, n in enumerate(graph.nodes):
             stream = n.meta.get("stream")
-            if n.op in ("EventRecord", "EventWait"):
-                kind = "event_record" if n.op == "EventRecord" else "event_wait"
-                kernels.append({"kind": kind, "event": n.attrs["event"], "stream": stream})
+            if _is_sync(n):
+                kind = K.EVENT_RECORD if n.op == device.EVENT_RECORD else K.EVENT_WAIT
+                kernels.append(HostKernel(kind, stream=stream, event=n.attrs["event"]))
                 continue
             idx = len(self.nodes)
-            self.nodes.append({"op": n.op, "domain": n.domain, "version": n.version,
-                               "name": n.name, "inputs": list(n.inputs),
-                               "outputs": list(n.outputs), "attrs": n.attrs,
-                               "placement": n.meta.get("placement", "device"), "stream": stream,
-                               "impl": n.meta.get("impl", "native")})
+            self.nodes.append(ExecNode(n.op, n.domain, n.version, n.name, list(n.inputs),
+                                       list(n.outputs), n.attrs,
+                                       Placement(n.meta.get("placement", "device")), stream,
+                                       Impl(n.meta.get("impl", "native"))))
             kernels.extend(self._kernels(n, idx, stream))
             if frees_after.get(k):
-                kernels.append({"kind": "free", "values": frees_after[k]})
-        return {"inputs": list(graph.inputs), "outputs": list(graph.outputs),
-                "kernels": kernels, "device_values": device_values}
+                kernels.append(HostKernel(K.FREE, values=frees_after[k]))
+        return Body(list(graph.inputs), list(graph.outputs), kernels, device_values)
 
-    def _kernels(self, n: Node, idx: int, stream) -> list[dict]:
-        if n.op in CONTROL_FLOW_OPS and not n.domain:
+    def _kernels(self, n: Node, idx: int, stream) -> list[HostKernel]:
+        if has_trait(n.op, Trait.CONTROL_FLOW, n.domain):
             bodies = {r.meta.get("attribute", f"body{j}"): self.body(r, set(r.outputs))
                       for j, r in enumerate(n.regions)}
-            return [{"kind": "control", "node": idx, "bodies": bodies, "stream": stream}]
+            return [HostKernel(K.CONTROL, idx, stream, bodies=bodies)]
+        copy = n.op if n.domain == device.DOMAIN and n.op in device.COPY_OPS else None
         if n.meta.get("placement") == "host":
-            if n.op == "MemcpyD2H":
-                return [{"kind": "memcpy_d2h", "node": idx, "stream": None}]
-            return [{"kind": "host_compute", "node": idx}]
-        if n.op == "MemcpyH2D":
-            return [{"kind": "infer_shape", "node": idx},
-                    {"kind": "alloc", "node": idx, "values": list(n.outputs), "stream": stream},
-                    {"kind": "memcpy_h2d", "node": idx, "stream": stream}]
-        if n.op == "MemcpyD2H":
-            return [{"kind": "memcpy_d2h", "node": idx, "stream": stream}]
-        return [{"kind": "infer_shape", "node": idx},
-                {"kind": "tiling", "node": idx},
-                {"kind": "alloc", "node": idx, "values": [o for o in n.outputs if o],
-                 "stream": stream},
-                {"kind": "launch", "node": idx, "stream": stream}]
+            if copy == device.MEMCPY_D2H:
+                return [HostKernel(K.MEMCPY_D2H, idx, None)]
+            return [HostKernel(K.HOST_COMPUTE, idx)]
+        if copy == device.MEMCPY_H2D:
+            return [HostKernel(K.INFER_SHAPE, idx),
+                    HostKernel(K.ALLOC, idx, stream, values=list(n.outputs)),
+                    HostKernel(K.MEMCPY_H2D, idx, stream)]
+        if copy == device.MEMCPY_D2H:
+            return [HostKernel(K.MEMCPY_D2H, idx, stream)]
+        return [HostKernel(K.INFER_SHAPE, idx),
+                HostKernel(K.TILING, idx),
+                HostKernel(K.ALLOC, idx, stream, values=[o for o in n.outputs if o]),
+                HostKernel(K.LAUNCH, idx, stream)]
 
 
-def lower_dynamic(graph: Graph) -> tuple[dict, dict[str, np.ndarray]]:
+def lower_dynamic(graph: Graph) -> tuple[ExecGraphSection, dict[str, np.ndarray]]:
     """The ``exec_graph`` section and the weights it reads."""
     lowering = _Lowering()
     main = lowering.body(graph, set())
-    section = {
-        "inputs": list(graph.inputs),
-        "outputs": list(graph.outputs),
-        "values": {v: _type(lowering.types, v) for v in lowering.types
-                   if v not in lowering.constants},
-        "streams": graph.meta.get("streams", 1),
-        "events": graph.meta.get("events", 0),
-        "host_ops": graph.meta.get("host_ops", 0),
-        "nodes": lowering.nodes,
-        "kernels": main["kernels"],
-        "device_values": main["device_values"],
-    }
+    section = ExecGraphSection(
+        list(graph.inputs), list(graph.outputs),
+        {v: _type(lowering.types, v) for v in lowering.types if v not in lowering.constants},
+        graph.meta.get("streams", 1), graph.meta.get("events", 0), graph.meta.get("host_ops", 0),
+        lowering.nodes, main.kernels, main.device_values)
     return section, lowering.constants

@@ -2,21 +2,28 @@
 
 As with an offline NPU compiler's dynamic batch, the batch dim is dim 0 of
 every input whose dim 0 is symbolic (or given as -1 in ``--input-shape``);
-every other dim must be fixed.  Each gear is compiled by the static path;
-the gears share one weights region (a weight that differs between gears is
-stored once per gear) and, at run time, one arena as large as the largest.
+every other dim must be fixed.  Each gear is compiled by the static stages with
+the same options but its own input shapes (``dataclasses.replace``), so it gets
+the streams the static build of that batch gets; the gears share one weights
+region (a weight that differs between gears is stored once per gear) and, at
+run time, one arena as large as the largest.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
 
 from aircc.errors import CompileOptionError
+from aircc.formats.gears import MAX_GEARS, MIN_GEARS, GearPlan, GearsSection
+from aircc.formats.kinds import Region
+from aircc.formats.memory_plan import WeightRecord
+from aircc.formats.model_section import IOSpec
+from aircc.formats.tasks import CopyTask, KernelTask, Operand
 
+from ..context import CompileContext, CompileOptions
 from ..frontend.onnx_import import import_onnx, load_onnx
-
-MIN_GEARS, MAX_GEARS = 2, 100
 
 
 def gear_shapes(graph_inputs: dict[str, tuple], given: dict, batch: int) -> dict[str, list]:
@@ -30,47 +37,53 @@ def gear_shapes(graph_inputs: dict[str, tuple], given: dict, batch: int) -> dict
     return shapes
 
 
-def _merge_weights(gears: list[tuple[int, dict, dict]]) -> tuple[dict[str, np.ndarray], int]:
+def _moved(op: Operand | None, remap: dict[int, int]) -> Operand | None:
+    if op is None or op.region is not Region.WEIGHTS:
+        return op
+    return dataclasses.replace(op, offset=remap[op.offset])
+
+
+def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np.ndarray], int]:
     """One weights table for all gears; rewrites each gear's weight operands to it."""
     merged: dict[str, np.ndarray] = {}
     offsets: dict[str, int] = {}
     end = 0
-    for batch, sections, weights in gears:
+    for batch, plan, weights in gears:
         remap: dict[int, int] = {}
-        plan = sections["memory_plan"]
-        for w in plan["weights"]:
-            arr = weights[w["name"]]
-            name = w["name"]
+        mp = plan.memory_plan
+        records = []
+        for w in mp.weights:
+            arr, name = weights[w.name], w.name
             if name in merged and not (merged[name].dtype == arr.dtype and merged[name].shape == arr.shape
                                        and np.array_equal(merged[name], arr)):
                 name = f"{name}@batch{batch}"
             if name not in merged:
                 merged[name] = arr
                 offsets[name] = end
-                end += (arr.nbytes + plan["alignment"] - 1) // plan["alignment"] * plan["alignment"]
-            remap[w["offset"]] = offsets[name]
-            w["name"], w["offset"] = name, offsets[name]
-        for lst in sections["tasks"]["lists"]:
-            for task in lst:
-                for key in ("inputs", "outputs"):
-                    for o in task.get(key, []):
-                        if o and o["mem"] == "weights":
-                            o["offset"] = remap[o["offset"]]
-                for key in ("src", "dst"):
-                    if task.get(key) and task[key]["mem"] == "weights":
-                        task[key]["offset"] = remap[task[key]["offset"]]
-    for _, sections, _ in gears:
-        sections["memory_plan"]["weights_bytes"] = end
+                end += (arr.nbytes + mp.alignment - 1) // mp.alignment * mp.alignment
+            remap[w.offset] = offsets[name]
+            records.append(WeightRecord(name, offsets[name], w.size))
+        mp.weights = records
+        for tl in plan.tasks.lists:
+            for task in tl:
+                if isinstance(task, KernelTask):
+                    task.inputs = [_moved(o, remap) for o in task.inputs]
+                    task.outputs = [_moved(o, remap) for o in task.outputs]
+                elif isinstance(task, CopyTask):
+                    task.operand = _moved(task.operand, remap)
+    for _, plan, _ in gears:
+        plan.memory_plan.weights_bytes = end
     return merged, end
 
 
-def compile_gears(source, options):
-    from ..driver import CompileOptions, _finish, _io, _lower_static, optimize
+def compile_gears(source, options: CompileOptions):
+    """A static model with one plan per batch size of ``options.dynamic_batch``."""
+    from ..driver import FRONT, STATIC_STAGES, Compilation, finish, io_specs, run_stages
 
     sizes = sorted(set(int(b) for b in options.dynamic_batch))
     if not MIN_GEARS <= len(sizes) <= MAX_GEARS or sizes[0] < 1:
         raise CompileOptionError(f"--dynamic-batch needs {MIN_GEARS} to {MAX_GEARS} distinct positive "
-                                 f"batch sizes, got {options.dynamic_batch}")
+                                 f"batch sizes, got {list(options.dynamic_batch)}")
     t0 = time.perf_counter()
     model = load_onnx(source)
     probe = import_onnx(model)
@@ -79,39 +92,37 @@ def compile_gears(source, options):
     if not batched:
         raise CompileOptionError("--dynamic-batch needs an input whose dim 0 is symbolic "
                                  "(or -1 in --input-shape)")
-    gears, seconds, graph, io_of = [], {}, None, {}
+    gears, last, seconds = [], None, {}
     for b in sizes:
-        opts = CompileOptions(streams=options.streams, mode="static", passes=options.passes,
-                              min_branch_bytes=options.min_branch_bytes,
-                              input_shapes=gear_shapes(inputs, options.input_shapes, b))
-        graph = optimize(model, opts)
-        kernels = len(graph.nodes)
-        gear_io = (_io(graph, graph.inputs), _io(graph, graph.outputs))
-        sections, weights, facts = _lower_static(graph, opts, seconds)
-        gears.append((b, sections, weights))
-        io_of[b] = gear_io
-        facts_last = facts
-    weights, weights_bytes = _merge_weights(gears)
-    largest = gears[-1][1]
-    plans = [{"batch": b, "inputs": io_of[b][0], "outputs": io_of[b][1], "tasks": s["tasks"],
-              "memory_plan": s["memory_plan"], "tiling": s["tiling"]} for b, s, _ in gears]
-    sections = {"tasks": largest["tasks"], "memory_plan": largest["memory_plan"],
-                "tiling": largest["tiling"],
-                "gears": {"batch_inputs": batched, "sizes": sizes, "plans": plans}}
-    inputs_io = [dict(i, shape=["batch", *i["shape"][1:]] if i["name"] in batched else i["shape"])
-                 for i in io_of[sizes[0]][0]]
-    facts = dict(facts_last, gears=sizes, weights_bytes=weights_bytes,
-                 arena_bytes=max(p["memory_plan"]["arena_bytes"] for p in plans))
-    return _finish(graph, "static", sections, weights, facts, seconds, t0,
-                   (inputs_io, _gear_outputs(io_of)), kernels)
+        ctx = CompileContext(dataclasses.replace(
+            options, mode="static", dynamic_batch=None,
+            input_shapes=gear_shapes(inputs, options.input_shapes, b)))
+        ctx.seconds = seconds                   # the report's timings cover every gear
+        c = run_stages(Compilation(model, ctx), FRONT + STATIC_STAGES)
+        plan = GearPlan(b, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs),
+                        c.sections["tasks"], c.sections["memory_plan"], c.sections["tiling"])
+        gears.append((b, plan, c.weights))
+        last = c
+    weights, weights_bytes = merge_weights(gears)
+    plans = [p for _, p, _ in gears]
+    largest = plans[-1]
+    last.sections = {"tasks": largest.tasks, "memory_plan": largest.memory_plan,
+                     "tiling": largest.tiling, "gears": GearsSection(batched, sizes, plans)}
+    last.weights = weights
+    last.facts.update(gears=sizes, weights_bytes=weights_bytes,
+                      arena_bytes=max(p.memory_plan.arena_bytes for p in plans))
+    first = plans[0]
+    model_inputs = [IOSpec(i.name, i.dtype, ("batch", *i.shape[1:]) if i.name in batched else i.shape)
+                    for i in first.inputs]
+    return finish(last, t0, model_inputs, gear_outputs(plans))
 
 
-def _gear_outputs(io_of: dict[int, tuple]) -> list[dict]:
+def gear_outputs(plans: list[GearPlan]) -> list[IOSpec]:
     """Outputs whose dim 0 equals the batch size in every gear get the symbol ``batch``."""
     result = []
-    for k, o in enumerate(io_of[min(io_of)][1]):
-        shape = list(o["shape"])
-        if shape and all(io[1][k]["shape"][0] == b for b, io in io_of.items()):
-            shape[0] = "batch"
-        result.append(dict(o, shape=shape))
+    for k, o in enumerate(plans[0].outputs):
+        shape = tuple(o.shape)
+        if shape and all(p.outputs[k].shape[0] == p.batch for p in plans):
+            shape = ("batch", *shape[1:])
+        result.append(IOSpec(o.name, o.dtype, shape))
     return result

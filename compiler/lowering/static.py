@@ -1,15 +1,44 @@
 """Static sink lowering: per-stream task lists, the memory plan and tiling data.
 
-The result is plain data for the .om writer: every operand of every task is
-an address (region, offset, dtype, shape) decided here, so the device walks
-its task lists with nothing left to compute.
+The result is the typed sections of :mod:`aircc.formats` (``tasks``,
+``memory_plan``, ``tiling``): every operand of every task is an address (region,
+offset, dtype, shape) decided here, so the device walks its task lists with
+nothing left to compute.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..ir.graph import Graph, TensorType
+from aircc.formats.kinds import Impl, Region, TaskKind
+from aircc.formats.memory_plan import AliasRecord, BufferRecord, MemoryPlanSection, WeightRecord
+from aircc.formats.tasks import (CopyTask, EventTask, JumpTask, KernelTask, Operand, Task,
+                                 TasksSection, TilingSection, Workspace)
+from aircc.ops import device
+
+from ..ir.graph import Graph, Node
 from ..memory.planner import ALIGNMENT, MemoryPlan, align_up
+
+#: Device tasks by op: the task kind each lowers to.
+TASK_KINDS = {device.EVENT_RECORD: TaskKind.EVENT_RECORD, device.EVENT_WAIT: TaskKind.EVENT_WAIT,
+              device.LABEL: TaskKind.LABEL, device.GOTO: TaskKind.GOTO,
+              device.STREAM_SWITCH: TaskKind.SWITCH,
+              device.MEMCPY_H2D: TaskKind.MEMCPY_H2D, device.MEMCPY_D2H: TaskKind.MEMCPY_D2H}
+
+
+@dataclass
+class StaticSections:
+    """What the static lowering hands the .om writer."""
+
+    tasks: TasksSection
+    memory_plan: MemoryPlanSection
+    tiling: TilingSection
+    weights: dict[str, np.ndarray]
+
+    def payloads(self) -> dict:
+        return {"tasks": self.tasks.to_payload(), "memory_plan": self.memory_plan.to_payload(),
+                "tiling": self.tiling.to_payload()}
 
 
 def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, int], int]:
@@ -22,70 +51,60 @@ def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, in
     return offsets, end
 
 
-def _operand(graph: Graph, name: str, plan: MemoryPlan, weights: dict[str, int]):
-    if not name:
-        return None
-    t: TensorType = graph.types[name]
-    if name in weights:
-        region, offset = "weights", weights[name]
-    else:
-        region, offset = "arena", plan.offset(name)
-    return {"mem": region, "offset": offset, "dtype": t.dtype, "shape": list(t.shape)}
+class _Addresses:
+    def __init__(self, graph: Graph, plan: MemoryPlan, weights: dict[str, int]):
+        self.graph, self.plan, self.weights = graph, plan, weights
+
+    def operand(self, name: str) -> Operand | None:
+        if not name:
+            return None
+        t = self.graph.types[name]
+        if name in self.weights:
+            return Operand(Region.WEIGHTS, self.weights[name], t.dtype, tuple(t.shape))
+        return Operand(Region.ARENA, self.plan.offset(name), t.dtype, tuple(t.shape))
 
 
-def lower_static(graph: Graph, plan: MemoryPlan) -> tuple[dict, dict[str, np.ndarray]]:
+def _task(node: Node, k: int, at: _Addresses, plan: MemoryPlan, tiling: list[dict]) -> Task:
+    kind = TASK_KINDS.get(node.op) if node.domain == device.DOMAIN else None
+    if kind in (TaskKind.EVENT_RECORD, TaskKind.EVENT_WAIT):
+        return EventTask(k, kind, node.attrs["event"])
+    if kind in (TaskKind.LABEL, TaskKind.GOTO):
+        return JumpTask(k, kind, node.attrs["label"])
+    if kind is TaskKind.SWITCH:
+        return JumpTask(k, kind, node.attrs["label"], at.operand(node.inputs[0]))
+    if kind is TaskKind.MEMCPY_H2D:
+        return CopyTask(k, kind, node.attrs["binding"], at.operand(node.outputs[0]))
+    if kind is TaskKind.MEMCPY_D2H:
+        return CopyTask(k, kind, node.attrs["binding"], at.operand(node.inputs[0]))
+    ws = node.meta.get("workspace", 0)
+    tiling.append(node.meta.get("tiling", {}))
+    attrs = ({**node.attrs, "in_place": plan.in_place[node.name]}
+             if node.name in plan.in_place else node.attrs)
+    return KernelTask(k, node.op, node.domain, node.version, node.name,
+                      Impl(node.meta.get("impl", "native")),
+                      [at.operand(i) for i in node.inputs], [at.operand(o) for o in node.outputs],
+                      attrs, len(tiling) - 1,
+                      Workspace(Region.ARENA, plan.buffers[f"{node.name}#workspace"].offset, ws)
+                      if ws else None)
+
+
+def lower_static(graph: Graph, plan: MemoryPlan) -> StaticSections:
     """Sections ``tasks``, ``memory_plan`` and ``tiling``, and the weights to store."""
     weights, weights_bytes = plan_weights(graph)
+    at = _Addresses(graph, plan, weights)
     nstreams = graph.meta.get("streams", 1)
-    lists: list[list[dict]] = [[] for _ in range(nstreams)]
-    tiling_entries: list[dict] = []
+    lists: list[list[Task]] = [[] for _ in range(nstreams)]
+    tiling: list[dict] = []
     for k, node in enumerate(graph.nodes):
-        s = node.meta["stream"]
-        if node.op in ("EventRecord", "EventWait"):
-            kind = "event_record" if node.op == "EventRecord" else "event_wait"
-            task = {"kind": kind, "event": node.attrs["event"]}
-        elif node.op in ("Label", "Goto"):
-            task = {"kind": node.op.lower(), "label": node.attrs["label"]}
-        elif node.op == "StreamSwitch":
-            task = {"kind": "switch", "label": node.attrs["label"],
-                    "cond": _operand(graph, node.inputs[0], plan, weights)}
-        elif node.op == "MemcpyH2D":
-            task = {"kind": "memcpy_h2d", "binding": node.attrs["binding"],
-                    "dst": _operand(graph, node.outputs[0], plan, weights)}
-        elif node.op == "MemcpyD2H":
-            task = {"kind": "memcpy_d2h", "binding": node.attrs["binding"],
-                    "src": _operand(graph, node.inputs[0], plan, weights)}
-        else:
-            ws = node.meta.get("workspace", 0)
-            tiling_entries.append(node.meta.get("tiling", {}))
-            task = {"kind": "kernel", "op": node.op, "domain": node.domain,
-                    "version": node.version, "node": node.name, "impl": node.meta.get("impl", "native"),
-                    "inputs": [_operand(graph, i, plan, weights) for i in node.inputs],
-                    "outputs": [_operand(graph, o, plan, weights) for o in node.outputs],
-                    "attrs": ({**node.attrs, "in_place": plan.in_place[node.name]}
-                              if node.name in plan.in_place else node.attrs),
-                    "tiling": len(tiling_entries) - 1,
-                    "workspace": ({"mem": "arena", "offset": plan.buffers[f"{node.name}#workspace"].offset,
-                                   "size": ws} if ws else None)}
-        task["id"] = k
-        lists[s].append(task)
-    tasks = {"streams": nstreams, "events": graph.meta.get("events", 0), "lists": lists,
-             "count": len(graph.nodes)}
-    memory_plan = {
-        "arena_bytes": plan.arena_bytes,
-        "lower_bound_bytes": plan.lower_bound_bytes,
-        "no_reuse_bytes": plan.no_reuse_bytes,
-        "weights_bytes": weights_bytes,
-        "alignment": plan.alignment,
-        "strategy": plan.strategy,
-        "buffers": [{"name": b.name, "offset": b.offset, "size": b.size,
-                     "first_task": b.writer, "last_task": b.last, "readers": sorted(set(b.readers)),
-                     "writers": b.all_writers}
-                    for b in sorted(plan.buffers.values(), key=lambda b: (b.writer, b.name))],
-        "aliases": [{"name": a.name, "of": a.of, "offset": plan.offset(a.name)}
-                    for a in plan.aliases.values()],
-        "weights": [{"name": n, "offset": off, "size": int(graph.constants[n].nbytes)}
-                    for n, off in weights.items()],
-    }
-    sections = {"tasks": tasks, "memory_plan": memory_plan, "tiling": {"entries": tiling_entries}}
-    return sections, {n: graph.constants[n] for n in weights}
+        lists[node.meta["stream"]].append(_task(node, k, at, plan, tiling))
+    tasks = TasksSection(nstreams, graph.meta.get("events", 0), lists, len(graph.nodes))
+    memory_plan = MemoryPlanSection(
+        plan.arena_bytes, plan.lower_bound_bytes, plan.no_reuse_bytes, weights_bytes,
+        plan.alignment, plan.strategy,
+        [BufferRecord(b.name, b.offset, b.size, b.writer, b.last, tuple(sorted(set(b.readers))),
+                      tuple(b.all_writers))
+         for b in sorted(plan.buffers.values(), key=lambda b: (b.writer, b.name))],
+        [AliasRecord(a.name, a.of, plan.offset(a.name)) for a in plan.aliases.values()],
+        [WeightRecord(n, off, int(graph.constants[n].nbytes)) for n, off in weights.items()])
+    return StaticSections(tasks, memory_plan, TilingSection(tiling),
+                          {n: graph.constants[n] for n in weights})

@@ -1,31 +1,29 @@
 """Pass ``tiling``: shape-dependent launch preparation, done once at compile time.
 
-For every kernel node the op's tiling function runs on the (static) input
-types; its result goes to ``node.meta["tiling"]`` and the workspace it asks
-for to ``node.meta["workspace"]``, which the memory planner then places.
+For every kernel node the target backend's tiling function runs on the (static)
+input types; its result goes to ``node.meta["tiling"]`` and the workspace it asks
+for to ``node.meta["workspace"]``, which the memory planner then places.  The
+device's own tasks (events, copies, jumps) have no kernel and no tiling.
 """
 from __future__ import annotations
 
-from aircc.executor.kernels.registry import node_spec
+from aircc.ops import Trait, has_trait
 
+from ..context import CompileContext
 from ..ir.graph import Graph
-
-#: Ops that are not kernels: data movement and synchronisation tasks.
-RUNTIME_OPS = frozenset({"MemcpyH2D", "MemcpyD2H", "EventRecord", "EventWait",
-                         "Label", "Goto", "StreamSwitch"})
+from ..passes.base import compile_pass
 
 
-def compute_tiling(graph: Graph) -> Graph:
+@compile_pass("tiling")
+def compute_tiling(graph: Graph, ctx: CompileContext) -> Graph:
+    """Tile every kernel node for the compile target."""
     for node in graph.nodes:
-        if node.op in RUNTIME_OPS:
+        if has_trait(node.op, Trait.DEVICE_TASK, node.domain):
             continue
-        spec = node_spec(node)
-        if spec.kernel is None:
-            from aircc.errors import UnsupportedOpError
-            raise UnsupportedOpError(node.op, node.domain, node.version, node.name,
-                                     reason="it has no kernel")
-        tiling = spec.tiling([graph.types.get(i) if i else None for i in node.inputs],
-                             node.attrs) if spec.tiling else {}
+        impl = ctx.backend.impl(node.op, node.version, node.domain, node.name,
+                                fallback=node.meta.get("impl") == "fallback")
+        tiling = impl.tile([graph.types.get(i) if i else None for i in node.inputs],
+                           node.attrs, ctx.target)
         node.meta["tiling"] = tiling
         node.meta["workspace"] = int(tiling.get("workspace", 0))
     return graph

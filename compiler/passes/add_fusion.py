@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
 
 
-def fold_adds_into(graph: Graph, op: str, stat: str,
+def fold_adds_into(graph: Graph, ctx: CompileContext, op: str, stat: str,
                    rewire: Callable[[Graph, Node, Node], Optional[list[str]]]) -> Graph:
     """For each plain Add read only by an ``op`` node: ``rewire(graph, add, reader)`` gives the
     reader's new inputs (None: leave both alone); the reader gets ``fused_add`` and the
@@ -25,6 +26,5 @@ def fold_adds_into(graph: Graph, op: str, stat: str,
         graph.types.pop(add.outputs[0], None)
         removed.add(add.name)
     graph.nodes = [n for n in graph.nodes if n.name not in removed]
-    stats = graph.meta.setdefault("stats", {})
-    stats[stat] = stats.get(stat, 0) + len(removed)
+    ctx.count(stat, len(removed))
     return graph

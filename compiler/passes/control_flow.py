@@ -13,8 +13,6 @@ from aircc.errors import ShapeInferenceError
 
 from ..ir.graph import Graph, Node, TensorType
 
-CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
-
 
 def region(node: Node, attribute: str) -> Graph:
     for r in node.regions:

@@ -5,7 +5,9 @@ nodes whose nested regions hold such ops.
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from .base import compile_pass
 
 
 def _captures(region: Graph) -> set[str]:
@@ -19,7 +21,8 @@ def _keeps_effects(node: Node) -> bool:
     return node.has_side_effects or any(n.has_side_effects for r in node.regions for n in r.walk())
 
 
-def eliminate_dead_code(graph: Graph) -> Graph:
+@compile_pass("dce", stats=("dead_nodes",))
+def eliminate_dead_code(graph: Graph, ctx: CompileContext) -> Graph:
     """Remove dead nodes (walking backwards) and constants no node reads."""
     live: set[str] = set(graph.outputs)
     kept: list[Node] = []
@@ -28,7 +31,7 @@ def eliminate_dead_code(graph: Graph) -> Graph:
             kept.append(node)
             live.update(i for i in node.inputs if i)
             for region in node.regions:
-                eliminate_dead_code(region)
+                eliminate_dead_code(region, ctx)
                 live.update(_captures(region))
     removed = len(graph.nodes) - len(kept)
     graph.nodes = kept[::-1]
@@ -38,6 +41,5 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     defined.update(o for n in graph.nodes for o in n.outputs)
     for name in [t for t in graph.types if t not in defined]:
         del graph.types[name]
-    stats = graph.meta.setdefault("stats", {})
-    stats["dead_nodes"] = stats.get("dead_nodes", 0) + removed
+    ctx.count("dead_nodes", removed)
     return graph

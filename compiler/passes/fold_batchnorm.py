@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import CompileContext
 from ..ir.graph import Graph, TensorType
+from .base import compile_pass
 
 
-def fold_batchnorm(graph: Graph) -> Graph:
+@compile_pass("fold-batchnorm", stats=("fused_conv_batchnorm", "folded_channel_affine"))
+def fold_batchnorm(graph: Graph, ctx: CompileContext) -> Graph:
     users: dict[str, list] = graph.consumers()
     producer = graph.producers()
     removed = set()
@@ -56,9 +59,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
         folded += 1
     graph.nodes = [n for n in graph.nodes if n.name not in removed]
     affine = _fold_channel_affine(graph)
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_conv_batchnorm"] = stats.get("fused_conv_batchnorm", 0) + folded
-    stats["folded_channel_affine"] = stats.get("folded_channel_affine", 0) + affine
+    ctx.count("fused_conv_batchnorm", folded)
+    ctx.count("folded_channel_affine", affine)
     return graph
 
 

@@ -9,11 +9,12 @@ fold too, whatever produced the value.  This is what turns the light models'
 from __future__ import annotations
 
 import numpy as np
-
 from aircc.errors import AirccError
-from aircc.executor.kernels.registry import node_spec
+from aircc.ops import node_def
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 from .infer_shapes import infer_node
 
 #: Folding may not create constants larger than this (bytes).
@@ -35,16 +36,18 @@ def _static_shape_value(graph: Graph, node: Node) -> np.ndarray | None:
     return np.array(shape[start:end], dtype=np.int64)
 
 
-def evaluate(graph: Graph, node: Node, out_types: list[TensorType]) -> list[np.ndarray]:
-    """Run a node's kernel on its constant inputs, in host memory."""
-    spec = node_spec(node)
+def evaluate(graph: Graph, node: Node, out_types: list[TensorType],
+             ctx: CompileContext) -> list[np.ndarray]:
+    """Run a node's kernel (the target backend's) on its constant inputs, in host memory."""
+    impl = ctx.backend.impl(node.op, node.version, node.domain, node.name,
+                            fallback=node.meta.get("impl") == "fallback")
     ins = [graph.constants[i] if i else None for i in node.inputs]
     outs = [np.empty(t.shape, dtype=t.dtype) for t in out_types]
-    tiling = spec.tiling([graph.types.get(i) if i else None for i in node.inputs], node.attrs) \
-        if spec.tiling else {}
+    tiling = impl.tile([graph.types.get(i) if i else None for i in node.inputs], node.attrs,
+                       ctx.target)
     ws_bytes = int(tiling.get("workspace", 0))
     ws = np.empty(ws_bytes, dtype=np.uint8) if ws_bytes else None
-    spec.kernel(ins, outs, node.attrs, tiling, ws)
+    impl.kernel(ins, outs, node.attrs, tiling, ws)
     return outs
 
 
@@ -52,8 +55,8 @@ def _foldable(graph: Graph, node: Node) -> list[TensorType] | None:
     """The output types if the node can be folded, else None."""
     if node.regions or node.has_side_effects:
         return None
-    spec = node_spec(node)
-    if not spec.foldable or spec.kernel is None:
+    definition = node_def(node)
+    if not definition.foldable:
         return None
     if not all(i == "" or i in graph.constants for i in node.inputs):
         return None
@@ -101,7 +104,8 @@ def _refresh_types(graph: Graph, node: Node) -> None:
             graph.types[name] = t
 
 
-def fold_constants(graph: Graph) -> Graph:
+@compile_pass("fold-constants", stats=("folded_nodes",))
+def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
     """Replace constant-only nodes by the constants they compute."""
     kept: list[Node] = []
     folded = 0
@@ -109,7 +113,7 @@ def fold_constants(graph: Graph) -> Graph:
         graph.types[name] = TensorType.of(arr)
     for node in graph.nodes:
         for region in node.regions:
-            fold_constants(region)
+            fold_constants(region, ctx)
         if node.op == "If" and not node.domain and node.inputs[0] in graph.constants:
             kept.extend(_inline_if(graph, node))
             folded += 1
@@ -121,7 +125,7 @@ def fold_constants(graph: Graph) -> Graph:
         if values is None:
             out_types = _foldable(graph, node)
             if out_types is not None:
-                values = evaluate(graph, node, out_types)
+                values = evaluate(graph, node, out_types, ctx)
         if values is None:
             kept.append(node)
             _refresh_types(graph, node)
@@ -132,6 +136,5 @@ def fold_constants(graph: Graph) -> Graph:
                 graph.types[name] = TensorType.of(v)
         folded += 1
     graph.nodes = kept
-    graph.meta.setdefault("stats", {})["folded_nodes"] = \
-        graph.meta.get("stats", {}).get("folded_nodes", 0) + folded
+    ctx.count("folded_nodes", folded)
     return graph

@@ -11,8 +11,10 @@ fresh ones), so the ranks decide, not equal types.
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
 from .add_fusion import fold_adds_into
+from .base import compile_pass
 
 
 def _rewire(graph: Graph, add: Node, ln: Node) -> list[str] | None:
@@ -36,5 +38,6 @@ def _rewire(graph: Graph, add: Node, ln: Node) -> list[str] | None:
     return [a, *scale_bias[:2], b]
 
 
-def fuse_add_layernorm(graph: Graph) -> Graph:
-    return fold_adds_into(graph, "LayerNormalization", "fused_add_layernorm", _rewire)
+@compile_pass("fuse-add-layernorm", stats=("fused_add_layernorm",))
+def fuse_add_layernorm(graph: Graph, ctx: CompileContext) -> Graph:
+    return fold_adds_into(graph, ctx, "LayerNormalization", "fused_add_layernorm", _rewire)

@@ -11,8 +11,10 @@ would otherwise put the Add into the MatMul before it (a pass of its own).
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
 from .add_fusion import fold_adds_into
+from .base import compile_pass
 
 FLOAT_TYPES = ("float16", "float32", "float64")
 
@@ -27,5 +29,6 @@ def _rewire(graph: Graph, add: Node, sm: Node) -> list[str] | None:
     return list(add.inputs)
 
 
-def fuse_add_softmax(graph: Graph) -> Graph:
-    return fold_adds_into(graph, "Softmax", "fused_add_softmax", _rewire)
+@compile_pass("fuse-add-softmax", stats=("fused_add_softmax",))
+def fuse_add_softmax(graph: Graph, ctx: CompileContext) -> Graph:
+    return fold_adds_into(graph, ctx, "Softmax", "fused_add_softmax", _rewire)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 from .eliminate_dead_code import eliminate_dead_code
-from .push_matmul_scale import SHAPE_READERS
 from .shape_values import shape_value
 
 HEADS_PERM = [0, 2, 1, 3]
@@ -35,8 +36,7 @@ KEYS_PERM = [0, 2, 3, 1]
 
 def _numbers_read_by(graph: Graph, value: str, users, reader: Node) -> bool:
     """``reader`` is the one node reading ``value``'s numbers (others read its shape)."""
-    readers = [n for n in users.get(value, []) if n.op not in SHAPE_READERS or n.domain]
-    return readers == [reader] and value not in graph.outputs
+    return graph.number_readers(value, users) == [reader] and value not in graph.outputs
 
 
 def _linear_heads(graph: Graph, value: str, users, producers, reader: Node):
@@ -112,7 +112,8 @@ def _packed(graph: Graph, parts: list[np.ndarray], base: str) -> str:
     return name
 
 
-def fuse_attention(graph: Graph) -> Graph:
+@compile_pass("fuse-attention", stats=("fused_attention",))
+def fuse_attention(graph: Graph, ctx: CompileContext) -> Graph:
     fused = 0
     removed: set[str] = set()
     replaced: dict[str, Node] = {}
@@ -142,7 +143,6 @@ def fuse_attention(graph: Graph) -> Graph:
         fused += 1
     if fused:
         graph.nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in removed]
-        eliminate_dead_code(graph)   # the Reshape targets' shape arithmetic, Q/K/V's own weights
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_attention"] = stats.get("fused_attention", 0) + fused
+        eliminate_dead_code(graph, ctx)   # the Reshape targets' shape arithmetic, Q/K/V's own weights
+    ctx.count("fused_attention", fused)
     return graph

@@ -9,19 +9,21 @@ mode).  Every step keeps the first input's shape and float dtype.
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node
+from aircc.ops.defs.fused import CHAIN_BINARY_OPS, CHAIN_UNARY_OPS
 
-UNARY = frozenset({"Erf", "Tanh", "Sigmoid", "Relu", "Exp", "Neg", "Abs", "Sqrt"})
-BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
+from ..context import CompileContext
+from ..ir.graph import Graph, Node
+from .base import compile_pass
+
 
 
 def _step(graph: Graph, node: Node, value: str, head: str) -> list | None:
     """The chain step ``node`` applies to ``value``, or None if it cannot join the chain."""
     if node.domain or node.meta.get("impl") == "fallback" or graph.types.get(node.outputs[0]) != graph.types.get(head):
         return None
-    if node.op in UNARY and node.inputs == [value]:
+    if node.op in CHAIN_UNARY_OPS and node.inputs == [value]:
         return [node.op, "", 0]
-    if node.op in BINARY and len(node.inputs) == 2 and node.inputs.count(value) == 1:
+    if node.op in CHAIN_BINARY_OPS and len(node.inputs) == 2 and node.inputs.count(value) == 1:
         other = node.inputs[1] if node.inputs[0] == value else node.inputs[0]
         if other != head and other not in graph.constants:
             return None
@@ -29,7 +31,8 @@ def _step(graph: Graph, node: Node, value: str, head: str) -> list | None:
     return None
 
 
-def fuse_elementwise(graph: Graph) -> Graph:
+@compile_pass("fuse-elementwise", stats=("fused_elementwise_chains",))
+def fuse_elementwise(graph: Graph, ctx: CompileContext) -> Graph:
     users = graph.consumers()
     removed: set[str] = set()
     replaced: dict[str, Node] = {}
@@ -37,7 +40,7 @@ def fuse_elementwise(graph: Graph) -> Graph:
     for node in graph.nodes:
         if node.name in removed or not node.inputs:
             continue
-        head = node.inputs[0] if node.op in UNARY else next(
+        head = node.inputs[0] if node.op in CHAIN_UNARY_OPS else next(
             (i for i in node.inputs if i and i not in graph.constants), "")
         t = graph.types.get(head)
         if not head or t is None or not t.dtype.startswith("float") or t.shape is None:
@@ -71,6 +74,5 @@ def fuse_elementwise(graph: Graph) -> Graph:
         chains += 1
     graph.nodes = [replaced.get(n.name, n) for n in graph.nodes
                    if n.name not in removed or n.name in replaced]
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_elementwise_chains"] = stats.get("fused_elementwise_chains", 0) + chains
+    ctx.count("fused_elementwise_chains", chains)
     return graph

@@ -10,7 +10,9 @@ The reader nodes go away.
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from .base import compile_pass
 
 FUSABLE = ("Conv", "MatMul")
 RELU_ONLY = ("BatchNormalization",)     # fuse a following Relu, no Add
@@ -49,7 +51,8 @@ def _scale_factor(graph: Graph, node: Node, scale: Node, value: str) -> float | 
     return f
 
 
-def fuse_epilogues(graph: Graph) -> Graph:
+@compile_pass("fuse-epilogues", stats=("fused_epilogues",))
+def fuse_epilogues(graph: Graph, ctx: CompileContext) -> Graph:
     users = graph.consumers()
     removed: set[str] = set()
     moved: dict[str, Node] = {}    # an Add's name -> the node that now stands in its place
@@ -98,6 +101,5 @@ def fuse_epilogues(graph: Graph) -> Graph:
         elif n.name not in removed and n.name not in placed:
             order.append(n)
     graph.nodes = order
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_epilogues"] = stats.get("fused_epilogues", 0) + fused
+    ctx.count("fused_epilogues", fused)
     return graph

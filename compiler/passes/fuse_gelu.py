@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-import numpy as np
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from .base import compile_pass
 
 #: The opset that defines Gelu; the fused node is looked up there.
 GELU_SINCE = 20
@@ -75,7 +76,8 @@ def _match(graph: Graph, erf: Node, users, producers) -> Optional[tuple[str, lis
     return None
 
 
-def fuse_gelu(graph: Graph) -> Graph:
+@compile_pass("fuse-gelu", stats=("fused_gelu",))
+def fuse_gelu(graph: Graph, ctx: CompileContext) -> Graph:
     users, producers = graph.consumers(), graph.producers()
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
@@ -99,6 +101,5 @@ def fuse_gelu(graph: Graph) -> Graph:
                                    version=GELU_SINCE)
     graph.nodes = [replaced.get(n.name, n) for n in graph.nodes
                    if n.name not in removed or n.name in replaced]
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_gelu"] = stats.get("fused_gelu", 0) + len(replaced)
+    ctx.count("fused_gelu", len(replaced))
     return graph

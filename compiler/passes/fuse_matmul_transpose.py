@@ -15,7 +15,9 @@ which follows scales through Transposes.
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from .base import compile_pass
 
 
 def _perm(graph: Graph, t: Node) -> list[int] | None:
@@ -38,7 +40,8 @@ def _foldable(graph: Graph, t: Node) -> list[int] | None:
 
 
 
-def fuse_matmul_transpose(graph: Graph) -> Graph:
+@compile_pass("fuse-matmul-transpose", stats=("fused_matmul_transposes",))
+def fuse_matmul_transpose(graph: Graph, ctx: CompileContext) -> Graph:
     users, producers = graph.consumers(), graph.producers()
     removed: set[str] = set()
     for mm in graph.nodes:
@@ -66,6 +69,5 @@ def fuse_matmul_transpose(graph: Graph) -> Graph:
                 mm.attrs["perm_y"] = perm
                 removed.add(t.name)
     graph.nodes = [n for n in graph.nodes if n.name not in removed]
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_matmul_transposes"] = stats.get("fused_matmul_transposes", 0) + len(removed)
+    ctx.count("fused_matmul_transposes", len(removed))
     return graph

@@ -13,7 +13,9 @@ Run after ``fuse-add-softmax`` and ``fuse-matmul-transpose``.
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from .base import compile_pass
 
 FLOAT_TYPES = ("float32", "float64")
 
@@ -32,7 +34,8 @@ def _fusable(graph: Graph, sm: Node, mm: Node) -> bool:
     return vt is not None and vt.shape is not None and len(vt.shape) >= 2 and vt.dtype == t.dtype
 
 
-def fuse_softmax_matmul(graph: Graph) -> Graph:
+@compile_pass("fuse-softmax-matmul", stats=("fused_softmax_matmul",))
+def fuse_softmax_matmul(graph: Graph, ctx: CompileContext) -> Graph:
     users, producers = graph.consumers(), graph.producers()
     replaced: dict[str, Node] = {}
     removed: set[str] = set()
@@ -50,6 +53,5 @@ def fuse_softmax_matmul(graph: Graph) -> Graph:
         removed.add(sm.name)
         graph.types.pop(sm.outputs[0], None)
     graph.nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in removed]
-    stats = graph.meta.setdefault("stats", {})
-    stats["fused_softmax_matmul"] = stats.get("fused_softmax_matmul", 0) + len(replaced)
+    ctx.count("fused_softmax_matmul", len(replaced))
     return graph

@@ -1,14 +1,19 @@
 """Pass ``infer-shapes``: type every value from the op registry's shape rules.
 
-Each node's rule sees its input types and, where an input is a compile-time
-constant, its value (Reshape's shape, ConstantOfShape's shape, ...).
+Each node's rule (:func:`aircc.ops.node_def`) sees its input types and, where an
+input is a compile-time constant, its value (Reshape's shape, ConstantOfShape's
+shape, ...).  A node whose use of its op the native kernels do not cover (the
+rule raises ``UnsupportedVariantError``) is marked ``meta["impl"] = "fallback"``
+and typed by the fallback definition (onnx's shape inference).
 """
 from __future__ import annotations
 
 from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
-from aircc.executor.kernels.registry import InferContext, node_spec
+from aircc.ops import InferContext, OpDef, node_def
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 from .control_flow import INFER as CONTROL_FLOW
 
 
@@ -16,26 +21,26 @@ def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = N
     """Output types of one node from the types (and constant values) of its inputs."""
     types = graph.types if types is None else types
     try:
-        return _infer_with(node_spec(node), graph, node, types)
+        return _infer_with(node_def(node), graph, node, types)
     except UnsupportedVariantError:
         if node.meta.get("impl") == "fallback":
             raise
         node.meta["impl"] = "fallback"       # the native kernel does not cover this use
         try:
-            return _infer_with(node_spec(node), graph, node, types)
+            return _infer_with(node_def(node), graph, node, types)
         except UnsupportedOpError:
             node.meta.pop("impl")
             raise
 
 
-def _infer_with(spec, graph: Graph, node: Node, types: dict) -> list[TensorType]:
+def _infer_with(definition: OpDef, graph: Graph, node: Node, types: dict) -> list[TensorType]:
     ctx = InferContext(types=[types.get(i) if i else None for i in node.inputs],
                        attrs=node.attrs,
                        values=[graph.constants.get(i) if i else None for i in node.inputs],
                        node=node.name, op=node.op, num_outputs=len(node.outputs))
-    if spec.infer is None:
+    if definition.infer is None:
         ctx.fail("the op has no shape rule")
-    out = spec.infer(ctx)
+    out = definition.infer(ctx)
     if len(out) != len(node.outputs):
         ctx.fail(f"shape rule gave {len(out)} outputs for {len(node.outputs)}")
     return out
@@ -55,21 +60,28 @@ def _infer_or_unknown_rank(graph: Graph, node: Node, scope: dict) -> list[Tensor
         return [TensorType(dtype, None) for _ in node.outputs]
 
 
-def infer_shapes(graph: Graph, outer: dict[str, TensorType] | None = None) -> Graph:
-    """Set ``graph.types`` for every node output (nested regions included)."""
+def infer_region(graph: Graph, outer: dict[str, TensorType] | None = None) -> Graph:
+    """Set ``graph.types`` for every node output (nested regions included); ``outer``: the
+    types of the enclosing scopes' values a region may read."""
     scope = dict(outer or {})
     scope.update(graph.types)
     for name, arr in graph.constants.items():
         graph.types[name] = scope[name] = TensorType.of(arr)
     for node in graph.nodes:
         if node.op in CONTROL_FLOW and not node.domain:
-            types = CONTROL_FLOW[node.op](graph, node, scope, infer_shapes)
+            types = CONTROL_FLOW[node.op](graph, node, scope, infer_region)
         else:
             for region in node.regions:
-                infer_shapes(region, scope)
+                infer_region(region, scope)
             types = _infer_or_unknown_rank(graph, node, scope)
         for name, t in zip(node.outputs, types):
             if name:
                 graph.types[name] = scope[name] = t
     graph.meta["typed"] = True
     return graph
+
+
+@compile_pass("infer-shapes")
+def infer_shapes(graph: Graph, ctx: CompileContext) -> Graph:
+    """Type every value of the graph (see the module doc)."""
+    return infer_region(graph)

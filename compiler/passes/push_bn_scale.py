@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 
 
 def _scale_shift(graph: Graph, bn: Node):
@@ -64,7 +66,8 @@ def _into_bias(graph: Graph, bn: Node, conv: Node, new_w: np.ndarray, c: np.ndar
     return True
 
 
-def push_bn_scale(graph: Graph) -> Graph:
+@compile_pass("push-bn-scale", stats=("pushed_bn_scales",))
+def push_bn_scale(graph: Graph, ctx: CompileContext) -> Graph:
     users = graph.consumers()
     replaced: dict[str, list[Node]] = {}
     pushed = 0
@@ -112,6 +115,5 @@ def push_bn_scale(graph: Graph) -> Graph:
     for n in graph.nodes:
         nodes.extend(replaced.get(n.name, [n]))
     graph.nodes = nodes
-    stats = graph.meta.setdefault("stats", {})
-    stats["pushed_bn_scales"] = stats.get("pushed_bn_scales", 0) + pushed
+    ctx.count("pushed_bn_scales", pushed)
     return graph

@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.graph import Graph, Node, TensorType
+from aircc.ops import Trait, has_trait
 
-#: Ops a scalar factor passes through unchanged.
-LAYOUT_OPS = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten")
-#: Readers that see only a value's shape (dynamic graphs keep them), not its numbers.
-SHAPE_READERS = ("Shape", "Size")
+from ..context import CompileContext
+from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 
 
 def _reads_numbers_once(graph: Graph, value: str, users) -> bool:
-    """Exactly one reader of ``value`` reads its numbers (others read its shape only)."""
-    readers = [n for n in users.get(value, []) if n.op not in SHAPE_READERS or n.domain]
-    return len(readers) == 1 and value not in graph.outputs
+    """Exactly one reader of ``value`` reads its numbers (others, such as the Shape ops
+    dynamic graphs keep, read its shape only)."""
+    return len(graph.number_readers(value, users)) == 1 and value not in graph.outputs
 
 
 def _linear_source(graph: Graph, value: str, users, producers) -> Node | None:
@@ -35,7 +34,7 @@ def _linear_source(graph: Graph, value: str, users, producers) -> Node | None:
         node = producers.get(value)
         if node is None or node.domain or not _reads_numbers_once(graph, value, users):
             return None
-        if node.op in LAYOUT_OPS:
+        if has_trait(node.op, Trait.LAYOUT):       # a scalar factor passes through unchanged
             value = node.inputs[0]
             continue
         if node.op != "MatMul" or "fused_scale" in node.attrs or node.attrs.get("fused_relu"):
@@ -59,7 +58,8 @@ def _scaled_constant(graph: Graph, name: str, factor: float, users) -> str:
     return new
 
 
-def push_matmul_scale(graph: Graph) -> Graph:
+@compile_pass("push-matmul-scale", stats=("pushed_matmul_scales",))
+def push_matmul_scale(graph: Graph, ctx: CompileContext) -> Graph:
     pushed = 0
     for node in graph.nodes:
         if node.op != "MatMul" or node.domain or "fused_scale" not in node.attrs:
@@ -76,6 +76,5 @@ def push_matmul_scale(graph: Graph) -> Graph:
                 src.inputs[2] = _scaled_constant(graph, src.inputs[2], factor, users)
             pushed += 1
             break
-    stats = graph.meta.setdefault("stats", {})
-    stats["pushed_matmul_scales"] = stats.get("pushed_matmul_scales", 0) + pushed
+    ctx.count("pushed_matmul_scales", pushed)
     return graph

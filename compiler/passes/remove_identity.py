@@ -8,7 +8,9 @@ whose ``training_mode`` input is not a constant false, stays as well.
 """
 from __future__ import annotations
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from .base import compile_pass
 
 
 def _is_inference_dropout(graph: Graph, node: Node, read: set[str]) -> bool:
@@ -30,13 +32,14 @@ def rename_value(graph: Graph, old: str, new: str) -> None:
         graph.types[new] = graph.types.pop(old)
 
 
-def remove_identity(graph: Graph) -> Graph:
+@compile_pass("remove-identity", stats=("identity_removed",))
+def remove_identity(graph: Graph, ctx: CompileContext) -> Graph:
     removed = 0
     producers = graph.producers()
     read = set(graph.outputs) | {i for n in graph.walk() for i in n.inputs}
     for node in list(graph.nodes):
         for region in node.regions:
-            remove_identity(region)
+            remove_identity(region, ctx)
         if node.op not in ("Identity", "Dropout") or node.regions:
             continue
         if node.op == "Dropout" and not _is_inference_dropout(graph, node, read):
@@ -58,6 +61,5 @@ def remove_identity(graph: Graph) -> Graph:
             for out in node.outputs:
                 graph.types.pop(out, None)
         removed += 1
-    stats = graph.meta.setdefault("stats", {})
-    stats["identity_removed"] = stats.get("identity_removed", 0) + removed
+    ctx.count("identity_removed", removed)
     return graph

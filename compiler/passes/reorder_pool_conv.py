@@ -30,7 +30,9 @@ from typing import Optional
 
 import numpy as np
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 
 #: One multiply-add of a mid-sized float32 GEMM (about 230 GFLOP/s).
 SECONDS_PER_MAC = 1 / 115e9
@@ -123,7 +125,8 @@ def _pool_first(graph: Graph, conv: Node, pool: Node) -> list[Node]:
                  version=conv.version)]
 
 
-def reorder_pool_conv(graph: Graph) -> Graph:
+@compile_pass("reorder-pool-conv", stats=("reordered_pool_convs",))
+def reorder_pool_conv(graph: Graph, ctx: CompileContext) -> Graph:
     users = graph.consumers()
     replaced: dict[int, list[Node]] = {}
     dropped: set[int] = set()
@@ -164,6 +167,5 @@ def reorder_pool_conv(graph: Graph) -> Graph:
         dropped.add(id(first))
     graph.nodes = [n for node in graph.nodes if id(node) not in dropped
                    for n in replaced.get(id(node), [node])]
-    stats = graph.meta.setdefault("stats", {})
-    stats["reordered_pool_convs"] = stats.get("reordered_pool_convs", 0) + len(replaced)
+    ctx.count("reordered_pool_convs", len(replaced))
     return graph

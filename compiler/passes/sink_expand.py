@@ -19,19 +19,18 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from aircc.ops import InferContext, Trait, node_def
 
-from aircc.executor.kernels.registry import InferContext, node_spec
-
+from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
+from .base import compile_pass
 from .eliminate_dead_code import eliminate_dead_code
 from .shape_values import shape_value
 
-#: Default-domain ops that apply elementwise with numpy broadcasting.
-ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
-                         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where",
-                         "Cast", "Not", "Neg", "Abs", "Relu", "Exp", "Sqrt", "Tanh", "Sigmoid"})
-#: (domain, op) -> inputs that the op broadcasts against a larger shape of its own.
-BROADCAST_INPUTS = {("aircc", "Attention"): (3,), ("aircc", "SoftmaxMatMul"): (2,)}
+
+def _elementwise(node: Node) -> bool:
+    """A plain node of an op that applies elementwise with numpy broadcasting."""
+    return node.is_plain(node.op) and node_def(node).has(Trait.ELEMENTWISE)
 
 
 def _broadcast(a: tuple, b: tuple) -> Optional[tuple]:
@@ -94,11 +93,11 @@ def _scalar(graph: Graph, node: Node) -> str:
 
 
 def _infer(graph: Graph, node: Node) -> list[TensorType]:
-    spec = node_spec(node)
+    definition = node_def(node)
     ctx = InferContext([graph.types.get(i) if i else None for i in node.inputs], node.attrs,
                        [graph.constants.get(i) if i else None for i in node.inputs],
                        node.name, node.op, len(node.outputs))
-    return spec.infer(ctx)
+    return definition.infer(ctx)
 
 
 def _broadcasts_anyway(graph: Graph, reader: Node, value: str, full: tuple) -> bool:
@@ -106,9 +105,10 @@ def _broadcasts_anyway(graph: Graph, reader: Node, value: str, full: tuple) -> b
     it broadcasts that input itself, or is elementwise with another operand of shape
     ``full``."""
     slots = [k for k, v in enumerate(reader.inputs) if v == value]
-    if BROADCAST_INPUTS.get((reader.domain, reader.op)) is not None:
-        return all(k in BROADCAST_INPUTS[(reader.domain, reader.op)] for k in slots)
-    if not (reader.is_plain(reader.op) and reader.op in ELEMENTWISE):
+    broadcast = node_def(reader).broadcast_inputs
+    if broadcast:
+        return all(k in broadcast for k in slots)
+    if not _elementwise(reader):
         return False
     others = [graph.types.get(v) for v in reader.inputs if v and v != value]
     return any(t is not None and t.shape is not None and tuple(t.shape) == full for t in others) \
@@ -136,7 +136,7 @@ def _drop_once(graph: Graph, users, producers) -> int:
 def _sink_once(graph: Graph, users, producers) -> int:
     """Move one Expand (or ConstantOfShape) past the elementwise op that alone reads it."""
     for node in graph.nodes:
-        if not (node.is_plain(node.op) and node.op in ELEMENTWISE and len(node.outputs) == 1):
+        if not (_elementwise(node) and len(node.outputs) == 1):
             continue
         found = {}
         for k, value in enumerate(node.inputs):
@@ -173,7 +173,8 @@ def _sink_once(graph: Graph, users, producers) -> int:
     return 0
 
 
-def sink_expand(graph: Graph) -> Graph:
+@compile_pass("sink-expand", stats=("sunk_expands", "dropped_expands"))
+def sink_expand(graph: Graph, ctx: CompileContext) -> Graph:
     moves = drops = 0
     while True:
         users, producers = graph.consumers(), graph.producers()
@@ -183,8 +184,7 @@ def sink_expand(graph: Graph) -> Graph:
             break
         moves, drops = moves + m, drops + d
     if moves or drops:
-        eliminate_dead_code(graph)
-    stats = graph.meta.setdefault("stats", {})
-    stats["sunk_expands"] = stats.get("sunk_expands", 0) + moves
-    stats["dropped_expands"] = stats.get("dropped_expands", 0) + drops
+        eliminate_dead_code(graph, ctx)
+    ctx.count("sunk_expands", moves)
+    ctx.count("dropped_expands", drops)
     return graph

@@ -10,11 +10,17 @@ from 0 in recording order.
 """
 from __future__ import annotations
 
-from ..ir.graph import Graph, Node
+from aircc.ops.device import EVENT_RECORD, EVENT_WAIT
+
+from ..context import CompileContext
+from ..ir.graph import Graph, Node, device_node
+from ..passes.base import compile_pass
 from .streams import dataflow_dag
 
 
-def insert_events(graph: Graph) -> Graph:
+@compile_pass("insert-events")
+def insert_events(graph: Graph, ctx: CompileContext) -> Graph:
+    """An EventRecord / EventWait pair on every cross-stream dependency no other implies."""
     nodes = graph.nodes
     nstreams = graph.meta.get("streams", 1)
     dag = dataflow_dag(graph)
@@ -50,15 +56,15 @@ def insert_events(graph: Graph) -> Graph:
 
     def sync(op: str, e: int, k: int) -> Node:
         p, q = edges[e]
-        kind = "record" if op == "EventRecord" else "wait"
-        return Node(op, [], [], {"event": e, "src": nodes[p].name, "dst": nodes[q].name},
-                    name=f"{kind}_e{e}", meta={"stream": stream[k]})
+        kind = "record" if op == EVENT_RECORD else "wait"
+        return device_node(op, [], [], {"event": e, "src": nodes[p].name, "dst": nodes[q].name},
+                           f"{kind}_e{e}", stream[k])
 
     order: list[Node] = []
     for k, node in enumerate(nodes):
-        order.extend(sync("EventWait", e, k) for e in waits.get(k, []))
+        order.extend(sync(EVENT_WAIT, e, k) for e in waits.get(k, []))
         order.append(node)
-        order.extend(sync("EventRecord", e, k) for e in records.get(k, []))
+        order.extend(sync(EVENT_RECORD, e, k) for e in records.get(k, []))
     graph.nodes = order
     graph.meta["events"] = len(edges)
     return graph

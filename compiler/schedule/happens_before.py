@@ -14,6 +14,8 @@ would be quadratic.
 """
 from __future__ import annotations
 
+from aircc.ops import device
+
 from ..ir.graph import Graph
 
 NONE = -1
@@ -37,7 +39,7 @@ class HappensBefore:
             lane = self.lane[k]
             clock = [NONE] * width
             sources = [last_on_lane[lane]]
-            if n.op == "EventWait":
+            if n.op == device.EVENT_WAIT:
                 sources.append(recorded.get(n.attrs["event"], NONE))
             for p in sources:
                 if p == NONE:
@@ -46,7 +48,7 @@ class HappensBefore:
                 clock[self.lane[p]] = max(clock[self.lane[p]], p)
             self.clock.append(tuple(clock))
             last_on_lane[lane] = k
-            if n.op == "EventRecord":
+            if n.op == device.EVENT_RECORD:
                 recorded[n.attrs["event"]] = k
 
     def before(self, a: int, b: int) -> bool:

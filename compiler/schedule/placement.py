@@ -14,18 +14,15 @@ on the host by InferShape and need no copy.
 """
 from __future__ import annotations
 
-from aircc.executor.kernels.registry import node_spec
+from aircc.ops import Trait, node_def
+from aircc.ops.device import EVENT_RECORD, EVENT_WAIT, MEMCPY_D2H, MEMCPY_H2D, SYNC_OPS
 
-from ..ir.graph import Graph, Node, is_host_only
+from ..context import CompileContext
+from ..ir.graph import Graph, Node, device_node, is_host_only
+from ..passes.base import compile_pass
+from .events import insert_events
+from .streams import assign_streams
 
-SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
-HOST_CAPABLE_OPS = frozenset({
-    "Gather", "Concat", "Unsqueeze", "Squeeze", "Range", "Slice", "Cast", "Reshape", "Identity",
-    "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Min", "Max", "Floor", "Ceil", "Sqrt",
-    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Where",
-    "ConstantOfShape", "Expand", "ReduceProd", "ReduceSum", "ReduceMax", "ReduceMin", "Tile",
-    "Flatten", "Sign", "Transpose",
-})
 SMALL_ELEMENTS = 8
 
 
@@ -44,17 +41,24 @@ def _touches_host_only(graph: Graph, node: Node) -> bool:
     return any(is_host_only(graph.types[v].dtype) for v in values if graph.types.get(v) is not None)
 
 
-def place_host_ops(graph: Graph, host_values: set[str] | None = None) -> Graph:
-    """Mark host ops with ``meta["placement"] = "host"``, others ``"device"``.
+@compile_pass("place-host-ops")
+def place_host_ops(graph: Graph, ctx: CompileContext) -> Graph:
+    """Mark host ops with ``meta["placement"] = "host"``, others ``"device"`` (the main
+    graph; bodies are placed by ``schedule-regions``)."""
+    return place_region(graph)
 
-    ``host_values``: values already on the host (from an enclosing scope)."""
+
+def place_region(graph: Graph, host_values: set[str] | None = None) -> Graph:
+    """:func:`place_host_ops` for one region; ``host_values``: values already on the host
+    (from an enclosing scope)."""
     host_values = set(host_values or ())
     host_values.update(i for i in graph.inputs if is_host_only(graph.types[i].dtype))
     for node in graph.nodes:
         on_host = False
-        if node.op in SHAPE_ONLY_OPS or _touches_host_only(graph, node):
+        definition = node_def(node)
+        if definition.has(Trait.SHAPE_ONLY) or _touches_host_only(graph, node):
             on_host = True      # strings and sequences: run by the host, D2H for device inputs
-        elif node.op in HOST_CAPABLE_OPS and not node.regions:
+        elif definition.has(Trait.HOST_CAPABLE) and not node.regions:
             reads = [i for i in node.inputs if i]
             on_host = (all(i in host_values or i in graph.constants for i in reads)
                        and all(_small(graph, o) for o in node.outputs if o))
@@ -67,75 +71,73 @@ def place_host_ops(graph: Graph, host_values: set[str] | None = None) -> Graph:
     return graph
 
 
-def schedule_regions(graph: Graph, max_streams: int | None, _count: dict | None = None) -> Graph:
+@compile_pass("schedule-regions")
+def schedule_regions(graph: Graph, ctx: CompileContext) -> Graph:
     """Place and schedule the bodies of If/Loop/Scan nodes (dynamic mode), recursively.
 
     Body streams map onto the model's streams; body events are numbered after
     those already used, so ids stay dense over the whole model."""
-    count = _count if _count is not None else {
-        "events": graph.meta.get("events", 0), "streams": graph.meta.get("streams", 1),
-        "host_ops": graph.meta.get("host_ops", 0)}
+    count = {"events": graph.meta.get("events", 0), "streams": graph.meta.get("streams", 1),
+             "host_ops": graph.meta.get("host_ops", 0)}
+    _schedule_bodies(graph, ctx, count)
+    graph.meta.update(count)
+    return graph
+
+
+def _schedule_bodies(graph: Graph, ctx: CompileContext, count: dict) -> None:
     for node in graph.nodes:
         for region in node.regions:
             host = set(graph.meta.get("host_values", ()))
             if node.op == "Loop":
                 host.update(region.inputs[:2])      # iteration number and condition
-            place_host_ops(region, host)
-            region.meta["min_branch_bytes"] = graph.meta.get("min_branch_bytes")
-            region.meta["split_matrix_branches"] = graph.meta.get("split_matrix_branches", False)
-            schedule_device_nodes(region, max_streams)
+            place_region(region, host)
+            schedule_device_nodes(region, ctx)
             for n in region.nodes:
-                if n.op in ("EventRecord", "EventWait"):
+                if n.op in SYNC_OPS:
                     n.attrs["event"] += count["events"]
                     n.name = f"{n.name}_{node.name}"
             count["events"] += region.meta.get("events", 0)
             count["streams"] = max(count["streams"], region.meta.get("streams", 1))
             count["host_ops"] += region.meta.get("host_ops", 0)
             region.meta["host_values"] = host | region.meta.get("host_values", set())
-            schedule_regions(region, max_streams, count)
-    if _count is None:
-        graph.meta.update(count)
-    return graph
+            _schedule_bodies(region, ctx, count)
 
 
 def _copy_host_data_to_device(graph: Graph, host_values: set[str]) -> None:
     copies: dict[str, str] = {}
     order: list[Node] = []
     for node in graph.nodes:
-        if node.meta["placement"] == "device" and node.op not in ("MemcpyH2D", "MemcpyD2H"):
-            spec = node_spec(node)
+        if node.meta["placement"] == "device" and node.op not in (MEMCPY_H2D, MEMCPY_D2H):
+            value_inputs = node_def(node).value_inputs
             for k, i in enumerate(node.inputs):
-                if i in host_values and k not in spec.value_inputs:
+                if i in host_values and k not in value_inputs:
                     if i not in copies:
                         dev = graph.fresh_name(f"{i}.dev")
                         graph.types[dev] = graph.types[i]
                         copies[i] = dev
-                        order.append(Node("MemcpyH2D", [i], [dev], {"from_host": 1},
-                                          name=graph.fresh_name(f"h2d_{i}"),
-                                          meta={"placement": "device"}))
+                        order.append(device_node(MEMCPY_H2D, [i], [dev], {"from_host": 1},
+                                                 graph.fresh_name(f"h2d_{i}"), placement="device"))
                     node.inputs[k] = copies[i]
-        if node.op == "MemcpyD2H" and node.inputs[0] in host_values:
+        if node.op == MEMCPY_D2H and node.inputs[0] in host_values:
             node.meta["placement"] = "host"   # the output is already on the host
         order.append(node)
     graph.nodes = order
 
 
-def schedule_device_nodes(graph: Graph, max_streams: int | None) -> Graph:
+@compile_pass("schedule-device-nodes")
+def schedule_device_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     """Assign streams and insert events over the device nodes only; host nodes keep their place."""
-    from .events import insert_events
-    from .streams import assign_streams
-
     device = [n for n in graph.nodes if n.meta.get("placement", "device") != "host"]
     view = Graph(name=graph.name, nodes=device, types=graph.types, constants=graph.constants,
                  meta=graph.meta)
-    insert_events(assign_streams(view, max_streams))
+    insert_events(assign_streams(view, ctx), ctx)
     chunks: dict[int, list[Node]] = {}
     waits: list[Node] = []
     last = None
     for n in view.nodes:
-        if n.op == "EventWait":
+        if n.op == EVENT_WAIT:
             waits.append(n)
-        elif n.op == "EventRecord":
+        elif n.op == EVENT_RECORD:
             chunks[id(last)].append(n)
         else:
             chunks[id(n)], waits, last = waits + [n], [], n

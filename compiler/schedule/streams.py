@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import networkx as nx
 
-from aircc.errors import CompileOptionError, UnsupportedOpError
-from aircc.executor.kernels.registry import node_spec
+from aircc.errors import CompileOptionError
+from aircc.ops import device, node_def
 
+from ..context import CompileContext
 from ..ir.graph import Graph, Node
+from ..passes.base import compile_pass
 
 DEFAULT_MAX_STREAMS = 4
 #: A branch opens a stream of its own only if its first node writes at least this many bytes
@@ -55,20 +57,17 @@ def _work(node: Node, graph: Graph) -> int:
 
 
 def _on_matrix_engine(node: Node) -> bool:
-    try:
-        return node_spec(node).engine == "cube"
-    except UnsupportedOpError:       # device control and copy nodes have no kernel entry
-        return False
+    return node_def(node).engine == "cube"
 
 
-def assign_streams(graph: Graph, max_streams: int | None = None,
-                   min_branch_bytes: int | None = None, split_matrix: bool | None = None) -> Graph:
-    cap = DEFAULT_MAX_STREAMS if max_streams is None else max_streams
-    threshold = DEFAULT_MIN_BRANCH_BYTES if min_branch_bytes is None else min_branch_bytes
-    if graph.meta.get("min_branch_bytes") is not None and min_branch_bytes is None:
-        threshold = graph.meta["min_branch_bytes"]
-    if split_matrix is None:
-        split_matrix = bool(graph.meta.get("split_matrix_branches", False))
+@compile_pass("assign-streams")
+def assign_streams(graph: Graph, ctx: CompileContext) -> Graph:
+    """Put every node on a stream (``options.streams``, ``min_branch_bytes`` and
+    ``split_matrix_branches`` of the context decide how many and which)."""
+    options = ctx.options
+    cap = DEFAULT_MAX_STREAMS if options.streams is None else options.streams
+    threshold = DEFAULT_MIN_BRANCH_BYTES if options.min_branch_bytes is None else options.min_branch_bytes
+    split_matrix = options.split_matrix_branches
     if cap < 1:
         raise CompileOptionError(f"--streams must be at least 1, got {cap}")
     dag = dataflow_dag(graph)
@@ -80,7 +79,7 @@ def assign_streams(graph: Graph, max_streams: int | None = None,
     for k in range(len(graph.nodes)):  # graph.nodes is a topological order
         preds = sorted(dag.predecessors(k))
         chains = [p for p in preds if tail[stream_of[p]] == p]
-        if not preds and (not tail or graph.nodes[k].op == "MemcpyH2D"):
+        if not preds and (not tail or graph.nodes[k].op == device.MEMCPY_H2D):
             s = 0 if tail else None
         elif chains:
             s = stream_of[max(chains, key=lambda p: load[stream_of[p]])]

@@ -15,13 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from aircc.config import settings
 from aircc.errors import AirccError, DeviceError, KernelError, StreamSyncTimeoutError
+from aircc.ops import KernelImpl
 
 from .memory import DeviceMemory
 from .stream import Event, Stream
-
-DEFAULT_MEMORY_BYTES = 8 << 30
-
 
 def parse_cpus(text: str) -> frozenset[int]:
     """``"0"``, ``"0,1"``, ``"0-3,6"`` -> a set of CPU numbers."""
@@ -54,15 +53,6 @@ def check_cpus(cpus) -> frozenset[int] | None:
         raise DeviceError(f"device CPUs {sorted(cpus)} are not all available to this process "
                           f"(available: {sorted(allowed)})")
     return cpus
-
-
-def parse_bytes(text: str) -> int:
-    """``"512M"``, ``"4G"``, ``"1048576"`` -> bytes."""
-    text = text.strip().upper().rstrip("B").rstrip("I")
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    if text and text[-1] in scale:
-        return int(float(text[:-1]) * scale[text[-1]])
-    return int(text)
 
 
 #: A device task: called by a stream worker with the run it belongs to; a control
@@ -173,10 +163,9 @@ class VirtualDevice:
 
     def __init__(self, memory_bytes: int | None = None, device_id: int = 0, cpus=None):
         if memory_bytes is None:
-            env = os.environ.get("AIR_DEVICE_MEMORY")
-            memory_bytes = parse_bytes(env) if env else DEFAULT_MEMORY_BYTES
+            memory_bytes = settings().device_memory
         if cpus is None:
-            cpus = os.environ.get("AIR_DEVICE_CPUS") or None
+            cpus = settings().device_cpus
         self.cpus = check_cpus(cpus)
         self.id = device_id
         self.memory = DeviceMemory(memory_bytes)
@@ -185,31 +174,32 @@ class VirtualDevice:
         self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0}
         self._lock = threading.Lock()
         self.cube = threading.Lock()
-        """The matrix engine: kernels whose spec says ``engine="cube"`` hold it while they
+        """The matrix engine: kernels of ops whose engine is ``cube`` hold it while they
         run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
 
-    def engine_call(self, spec, ins, outs, attrs, tiling, ws, constant=None,
-                    prepared=None) -> Callable[[], None]:
-        """``spec``'s kernel bound to its operands, on the engine the spec names.
+    def engine_call(self, impl: KernelImpl, engine: str, ins, outs, attrs, tiling, ws,
+                    constant=None, prepared=None) -> Callable[[], None]:
+        """``impl``'s kernel bound to its operands, on ``engine`` (the op's: ``cube`` kernels
+        take turns on the matrix engine).
 
         ``constant`` (one flag per input: a weight, fixed for the model's life) says the
-        operands stay bound as they are for many runs: the spec's ``prepare`` then works
+        operands stay bound as they are for many runs: the kernel's ``prepare`` then works
         out what it can once (without it, or when it declines, the kernel runs as is),
         keeping what it derives from weights in ``prepared`` (the model's
         :class:`~aircc.executor.device.prepared.PreparedConstants`)."""
         call = bound = None
-        if constant is not None and spec.prepare is not None:
-            bound = spec.prepare(ins, outs, attrs, tiling, ws, constant, prepared=prepared)
+        if constant is not None and impl.prepare is not None:
+            bound = impl.prepare(ins, outs, attrs, tiling, ws, constant, prepared=prepared)
         if bound is not None:
             def call():                  # a task returns None (a control task, a jump)
                 bound()
         else:
-            kernel = spec.kernel
+            kernel = impl.kernel
 
             def call():
                 kernel(ins, outs, attrs, tiling, ws)
-        if spec.engine == "cube":
+        if engine == "cube":
             cube, run = self.cube, call
 
             def call():

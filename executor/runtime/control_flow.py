@@ -10,18 +10,41 @@ from __future__ import annotations
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.errors import AirccError
+from aircc.errors import AirccError, ModelFormatError
+from aircc.formats.exec_graph import Body, ExecGraphSection, ExecNode, HostKernel
+from aircc.formats.kinds import HostKernelKind
+from aircc.ops import TensorType
 
 
-def run_control(state, kernel: dict) -> None:
-    node = state.m.nodes[kernel["node"]]
+def run_control(state, kernel: HostKernel) -> None:
+    node = state.m.nodes[kernel.node]
     for s in state.m.streams:   # what the control flow reads must have been computed
         s.synchronize()
     if state.error is not None:
         raise state.error
-    run = {"If": _run_if, "Loop": _run_loop, "Scan": _run_scan}[node["op"]]
-    run(state, node, kernel)
+    RUNNERS[node.op](state, node, kernel)
+
+
+def check_control_nodes(graph: ExecGraphSection) -> None:
+    """Every control kernel of the execute graph (bodies included) runs an op this runtime
+    runs, with the bodies that op needs; ModelFormatError naming the kernel otherwise."""
+    def walk(kernels: list[HostKernel], where: str) -> None:
+        for i, k in enumerate(kernels):
+            if k.kind is not HostKernelKind.CONTROL:
+                continue
+            w = f"{where}kernels[{i}]"
+            node = graph.nodes[k.node]
+            need = BODIES.get(node.op) if not node.domain else None
+            if need is None:
+                raise ModelFormatError(f"section 'exec_graph': {w}.node is node {k.node} "
+                                       f"('{node.name}', op {node.op}), not an If, Loop or Scan")
+            missing = [b for b in need if b not in (k.bodies or {})]
+            if missing:
+                raise ModelFormatError(f"section 'exec_graph': {w}.bodies lacks {missing} of "
+                                       f"node '{node.name}' ({node.op})")
+            for name, body in (k.bodies or {}).items():
+                walk(body.kernels, f"{w}.bodies[{name!r}].")
+    walk(graph.kernels, "")
 
 
 # ---------------------------------------------------------------- values
@@ -66,11 +89,11 @@ def _to_device(state, name: str, value: np.ndarray, stream) -> None:
     state.host.pop(name, None)
 
 
-def _take(state, name: str, source: str, body: dict, stream) -> None:
+def _take(state, name: str, source: str, body: Body | None, stream) -> None:
     """``name`` becomes ``source``'s data: moved if the body made it, else copied."""
     state.types[name] = state.types[source]
-    if source in state.blocks and source in body["outputs"] and source not in body["inputs"] \
-            and body["outputs"].count(source) == 1:
+    if body is not None and source in state.blocks and source in body.outputs \
+            and source not in body.inputs and body.outputs.count(source) == 1:
         state.blocks[name] = state.blocks.pop(source)
         state.views[name] = state.views.pop(source)
         state.host.pop(name, None)
@@ -87,24 +110,24 @@ def _release(state, name: str) -> None:
         state.pool.free(block, state.m.streams)
 
 
-def _stream(state, kernel: dict):
-    return state.m.streams[kernel.get("stream") or 0]
+def _stream(state, kernel: HostKernel):
+    return state.m.streams[kernel.stream or 0]
 
 
 # ---------------------------------------------------------------- If
-def _run_if(state, node: dict, kernel: dict) -> None:
-    cond = bool(np.asarray(_read(state, node["inputs"][0])).reshape(-1)[0])
-    body = kernel["bodies"]["then_branch" if cond else "else_branch"]
+def _run_if(state, node: ExecNode, kernel: HostKernel) -> None:
+    cond = bool(np.asarray(_read(state, node.inputs[0])).reshape(-1)[0])
+    body = kernel.bodies["then_branch" if cond else "else_branch"]
     state.run_body(body)
-    for out, src in zip(node["outputs"], body["outputs"]):
+    for out, src in zip(node.outputs, body.outputs):
         if out:
             _take(state, out, src, body, _stream(state, kernel))
 
 
 # ---------------------------------------------------------------- Loop
-def _run_loop(state, node: dict, kernel: dict) -> None:
-    body = kernel["bodies"]["body"]
-    ins = node["inputs"]
+def _run_loop(state, node: ExecNode, kernel: HostKernel) -> None:
+    body = kernel.bodies["body"]
+    ins = node.inputs
     m = ins[0] if ins else ""
     c = ins[1] if len(ins) > 1 else ""
     trips = int(np.asarray(_read(state, m)).reshape(-1)[0]) if m else None
@@ -112,31 +135,31 @@ def _run_loop(state, node: dict, kernel: dict) -> None:
     carried = list(ins[2:])
     n = len(carried)
     stream = _stream(state, kernel)
-    holders = [f"{node['name']}#carry{j}" for j in range(n)]
+    holders = [f"{node.name}#carry{j}" for j in range(n)]
     for h, src in zip(holders, carried):
-        _take(state, h, src, {"outputs": [], "inputs": []}, stream)
-    scans: list[list[np.ndarray]] = [[] for _ in body["outputs"][1 + n:]]
+        _take(state, h, src, None, stream)
+    scans: list[list[np.ndarray]] = [[] for _ in body.outputs[1 + n:]]
     i = 0
     while (trips is None or i < trips) and cond:
-        _set_host(state, body["inputs"][0], np.array(i, dtype=np.int64))
-        _set_host(state, body["inputs"][1], np.array(cond))
-        for name, h in zip(body["inputs"][2:], holders):
+        _set_host(state, body.inputs[0], np.array(i, dtype=np.int64))
+        _set_host(state, body.inputs[1], np.array(cond))
+        for name, h in zip(body.inputs[2:], holders):
             _alias(state, name, h)
         state.run_body(body)
-        cond = bool(np.asarray(_read(state, body["outputs"][0])).reshape(-1)[0])
-        for k, out in enumerate(body["outputs"][1 + n:]):
+        cond = bool(np.asarray(_read(state, body.outputs[0])).reshape(-1)[0])
+        for k, out in enumerate(body.outputs[1 + n:]):
             scans[k].append(np.array(_read(state, out)))
         staged = [f"{h}#next" for h in holders]
-        for s, out in zip(staged, body["outputs"][1:1 + n]):
+        for s, out in zip(staged, body.outputs[1:1 + n]):
             _take(state, s, out, body, stream)
         for h, s in zip(holders, staged):
             _release(state, h)
             _rename(state, s, h)
-        for out in body["outputs"]:
-            if out in state.blocks and out not in body["inputs"]:
+        for out in body.outputs:
+            if out in state.blocks and out not in body.inputs:
                 _release(state, out)
         i += 1
-    outs = node["outputs"]
+    outs = node.outputs
     for out, h in zip(outs[:n], holders):
         if out:
             _rename(state, h, out)
@@ -145,11 +168,11 @@ def _run_loop(state, node: dict, kernel: dict) -> None:
             _release(state, h)
     for out, values in zip(outs[n:], scans):
         if out:
-            t = state.m.exec_graph["values"].get(out)
+            t = state.m.exec_graph.values.get(out)
             if values:
                 _to_device(state, out, np.stack(values), stream)
             else:
-                dtype = t["dtype"] if t else "float32"
+                dtype = t.dtype if t else "float32"
                 _to_device(state, out, np.zeros((0,), dtype=dtype), stream)
 
 
@@ -160,18 +183,18 @@ def _rename(state, old: str, new: str) -> None:
 
 
 # ---------------------------------------------------------------- Scan
-def _run_scan(state, node: dict, kernel: dict) -> None:
-    body = kernel["bodies"]["body"]
+def _run_scan(state, node: ExecNode, kernel: HostKernel) -> None:
+    body = kernel.bodies["body"]
     stream = _stream(state, kernel)
-    attrs = node["attrs"]
+    attrs = node.attrs
     m = int(attrs["num_scan_inputs"])
-    if node["version"] < 9:
+    if node.version < 9:
         return _run_scan8(state, node, body, m, stream)
-    n = len(node["inputs"]) - m
-    states = [np.array(_read(state, s)) for s in node["inputs"][:n]]
-    scan_in = [np.asarray(_read(state, s)) for s in node["inputs"][n:]]
+    n = len(node.inputs) - m
+    states = [np.array(_read(state, s)) for s in node.inputs[:n]]
+    scan_in = [np.asarray(_read(state, s)) for s in node.inputs[n:]]
     results = _scan_loop(state, body, states, scan_in, attrs, n, stream)
-    for out, value in zip(node["outputs"], results):
+    for out, value in zip(node.outputs, results):
         if out:
             _to_device(state, out, value, stream)
 
@@ -181,19 +204,19 @@ def _scan_loop(state, body, states, scan_in, attrs, n, stream) -> list[np.ndarra
     in_axes = [a % max(1, x.ndim) for a, x in zip(attrs.get("scan_input_axes") or [0] * m, scan_in)]
     in_dirs = attrs.get("scan_input_directions") or [0] * m
     length = scan_in[0].shape[in_axes[0]] if scan_in else 0
-    k = len(body["outputs"]) - n
+    k = len(body.outputs) - n
     collected: list[list[np.ndarray]] = [[] for _ in range(k)]
     for t in range(length):
-        for name, value in zip(body["inputs"][:n], states):
+        for name, value in zip(body.inputs[:n], states):
             _to_device(state, name, value, stream)
-        for name, x, axis, d in zip(body["inputs"][n:], scan_in, in_axes, in_dirs):
+        for name, x, axis, d in zip(body.inputs[n:], scan_in, in_axes, in_dirs):
             idx = length - 1 - t if d else t
             _to_device(state, name, np.take(x, idx, axis=axis), stream)
         state.run_body(body)
-        states = [np.array(_read(state, o)) for o in body["outputs"][:n]]
-        for j, o in enumerate(body["outputs"][n:]):
+        states = [np.array(_read(state, o)) for o in body.outputs[:n]]
+        for j, o in enumerate(body.outputs[n:]):
             collected[j].append(np.array(_read(state, o)))
-        for name in [*body["inputs"], *body["outputs"]]:
+        for name in [*body.inputs, *body.outputs]:
             _release(state, name)
     out_axes = attrs.get("scan_output_axes") or [0] * k
     out_dirs = attrs.get("scan_output_directions") or [0] * k
@@ -206,8 +229,8 @@ def _scan_loop(state, body, states, scan_in, attrs, n, stream) -> list[np.ndarra
     return [*states, *scans]
 
 
-def _run_scan8(state, node: dict, body: dict, m: int, stream) -> None:
-    lens, operands = node["inputs"][0], node["inputs"][1:]
+def _run_scan8(state, node: ExecNode, body: Body, m: int, stream) -> None:
+    lens, operands = node.inputs[0], node.inputs[1:]
     n = len(operands) - m
     values = [np.asarray(_read(state, s)) for s in operands]
     batch = values[0].shape[0]
@@ -215,13 +238,18 @@ def _run_scan8(state, node: dict, body: dict, m: int, stream) -> None:
         seq = np.asarray(_read(state, lens))
         full = values[n].shape[1] if m else 0
         if np.any(seq != full):
-            raise AirccError(f"node '{node['name']}' (Scan-8): sequence_lens shorter than the "
+            raise AirccError(f"node '{node.name}' (Scan-8): sequence_lens shorter than the "
                              f"scan length are not supported")
     per_batch = []
-    attrs = {"scan_input_directions": node["attrs"].get("directions")}
+    attrs = {"scan_input_directions": node.attrs.get("directions")}
     for b in range(batch):
         per_batch.append(_scan_loop(state, body, [v[b] for v in values[:n]],
                                     [v[b] for v in values[n:]], attrs, n, stream))
-    for j, out in enumerate(node["outputs"]):
+    for j, out in enumerate(node.outputs):
         if out:
             _to_device(state, out, np.stack([r[j] for r in per_batch]), stream)
+
+
+#: The runner of each control-flow op, and the bodies it needs.
+RUNNERS = {"If": _run_if, "Loop": _run_loop, "Scan": _run_scan}
+BODIES = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}

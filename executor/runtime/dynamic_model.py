@@ -11,23 +11,28 @@ in one thread.  The outputs do not depend on the choice.
 """
 from __future__ import annotations
 
-import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
+from aircc.config import settings
 from aircc.errors import DeviceOutOfMemoryError, InputError
 from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import DeviceProgram, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
-from aircc.executor.kernels.registry import lookup
-from aircc.formats import OmFile
+from aircc.formats import ModelContract, OmFile
+from aircc.formats.kinds import HostKernelKind, Placement
+from aircc.ops import KernelBackend, Target, TensorType
+from aircc.ops.device import COPY_OPS, DOMAIN
 
+from .control_flow import check_control_nodes
 from .feeds import check_feeds, select_outputs
+from .host_pipeline import RunState, run_pipelined, run_sequential
 from .loaded import LoadedModel
+from .resolved import resolve_op
+from .tiling_cache import TilingCache
 
 
 @dataclass
@@ -43,15 +48,13 @@ class Replay:
 
 #: Input shapes whose launches are kept for replay (least recently used dropped first).
 MAX_REPLAYS = 8
-from .host_pipeline import RunState, run_pipelined, run_sequential
-from .tiling_cache import TilingCache
 
 WEIGHT_ALIGN = 64
 
 
-def runtime_core_number(option: int | None) -> int:
+def runtime_core_number_of(option: int | None) -> int:
     """1 (sequential) or 3 (pipelined): the option, else $AIR_RUNTIME_CORE_NUMBER, else 3."""
-    value = option if option is not None else int(os.environ.get("AIR_RUNTIME_CORE_NUMBER", "3"))
+    value = option if option is not None else settings().runtime_core_number
     if value not in (1, 3):
         raise InputError(f"runtime core number must be 1 (sequential) or 3 (pipelined), got {value}")
     return value
@@ -60,54 +63,59 @@ def runtime_core_number(option: int | None) -> int:
 class DynamicModel(LoadedModel):
     """A loaded dynamic model bound to one device."""
 
-    def __init__(self, om: OmFile, device: VirtualDevice, *, runtime_core_number: int | None = None,
+    def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
+                 backend: KernelBackend, target: Target, *, runtime_core_number: int | None = None,
                  replay: bool = True):
         self.om, self.device = om, device
-        self.description = om.sections["model"]
-        self.inputs, self.outputs = self.description["inputs"], self.description["outputs"]
-        eg = om.sections["exec_graph"]
+        self.backend, self.target = backend, target
+        self.description = contract.model
+        self.inputs = [i.to_payload() for i in contract.model.inputs]
+        self.outputs = [o.to_payload() for o in contract.model.outputs]
+        eg = contract.exec_graph
         self.exec_graph = eg
-        self.nodes = eg["nodes"]
-        self.kernels = eg["kernels"]
-        self.core_number = globals()["runtime_core_number"](runtime_core_number)
-        self.specs = [None if n["op"] in ("MemcpyH2D", "MemcpyD2H")
-                      else lookup(n["op"], n["version"], n["domain"], n["name"], n.get("impl"))
-                      for n in self.nodes]
+        self.nodes = eg.nodes
+        self.kernels = eg.kernels
+        self.core_number = runtime_core_number_of(runtime_core_number)
+        check_control_nodes(eg)
+        self.ops = [None if n.domain == DOMAIN and n.op in COPY_OPS
+                    else resolve_op(backend, n.op, n.version, n.domain, n.name, n.impl)
+                    for n in self.nodes]
         self.caches = [TilingCache() for _ in self.nodes]
-        self.value_inputs = [set(s.value_inputs) if s else set() for s in self.specs]
+        self.value_inputs = [set(o.definition.value_inputs) if o else set() for o in self.ops]
         self.host_values = dict(om.weights)            # constants, readable on the host
         self._weights_base = None
         self._allocate_weights()
-        self.prepared = PreparedConstants(device.memory, f"model '{self.description.get('name', 'model')}'")
+        self.prepared = PreparedConstants(device.memory, f"model '{self.description.name}'")
         """What kernels derive from the weights (``prepare``), shared by every shape's run."""
         if not hasattr(device, "caching_allocator"):
             device.caching_allocator = CachingAllocator(device.memory)
         self.allocator: CachingAllocator = device.caching_allocator
-        self.streams = [device.create_stream() for _ in range(max(1, eg["streams"]))]
-        self.events = device.create_events(eg["events"])
+        self.streams = [device.create_stream() for _ in range(max(1, eg.streams))]
+        self.events = device.create_events(eg.events)
         self.event_counts = [0] * len(self.events)
         self.generation = 0
         users: dict[str, set[int]] = {}
         for n in self.nodes:
-            if n["placement"] == "device" and n["stream"] is not None:
-                for v in [*n["inputs"], *n["outputs"]]:
+            if n.placement is Placement.DEVICE and n.stream is not None:
+                for v in [*n.inputs, *n.outputs]:
                     if v:
-                        users.setdefault(v, set()).add(n["stream"])
+                        users.setdefault(v, set()).add(n.stream)
         self.users = {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
-        self.replay = replay and not any(k["kind"] == "control" for k in self.kernels)
+        has_control = any(k.kind is HostKernelKind.CONTROL for k in self.kernels)
+        self.replay = replay and not has_control
         #: reshapes run as views of their input's block (not with control flow, whose
         #: bodies rebind values per iteration)
-        self.alias_reshapes = not any(k["kind"] == "control" for k in self.kernels)
+        self.alias_reshapes = not has_control
         self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
         self.launch_position = {}
         for pos, kern in enumerate(self.kernels):
-            if kern["kind"] in ("launch", "memcpy_h2d"):
-                for v in self.nodes[kern["node"]]["outputs"]:
+            if kern.kind in (HostKernelKind.LAUNCH, HostKernelKind.MEMCPY_H2D):
+                for v in self.nodes[kern.node].outputs:
                     self.launch_position[v] = pos
         self.last_host_seconds = 0.0
         self.stats = {"runs": 0, "replays": 0, "host_seconds": 0.0, "host_op_seconds": {},
                       "host_op_counts": {},
-                      "d2h_syncs": 0, "host_ops": eg.get("host_ops", 0)}
+                      "d2h_syncs": 0, "host_ops": eg.host_ops}
 
     # ------------------------------------------------------------ load
     def _allocate_weights(self) -> None:
@@ -115,7 +123,7 @@ class DynamicModel(LoadedModel):
         for name, arr in self.om.weights.items():
             offsets[name] = end
             end += (arr.nbytes + WEIGHT_ALIGN - 1) // WEIGHT_ALIGN * WEIGHT_ALIGN
-        name = self.description.get("name", "model")
+        name = self.description.name
         self._weights_base = self.device.memory.malloc(max(end, 1), f"weights of model '{name}'")
         self.device_weights = {}
         for w, arr in self.om.weights.items():
@@ -164,7 +172,7 @@ class DynamicModel(LoadedModel):
             self._keep_replay(key, state, private)
         if state.error is not None:
             raise state.error
-        out = {o: state.results[o] for o in self.exec_graph["outputs"]}
+        out = {o: state.results[o] for o in self.exec_graph.outputs}
         return select_outputs(out, output_names)
 
     # ------------------------------------------------------------ replay
@@ -184,7 +192,7 @@ class DynamicModel(LoadedModel):
         for stream, task, desc in state.capture:
             lists[stream].append((task, desc))
         program = DeviceProgram(self.streams, self.events, lists)
-        outs = [(o, state.types[o]) for o in self.exec_graph["outputs"]]
+        outs = [(o, state.types[o]) for o in self.exec_graph.outputs]
         self._replays[key] = Replay(program, allocator, state.host_results, outs)
         while len(self._replays) > MAX_REPLAYS:
             _, old = self._replays.popitem(last=False)

@@ -16,11 +16,12 @@ import time
 
 import numpy as np
 
-from aircc.compiler.ir.graph import TensorType
-from aircc.compiler.lowering.dynamic import STAGE
-from aircc.compiler.memory.planner import RESHAPES
 from aircc.errors import AirccError, KernelError
-from aircc.executor.kernels.registry import InferContext
+from aircc.formats.exec_graph import Body, HostKernel
+from aircc.formats.kinds import STAGE_OF, HostKernelKind, HostStage
+from aircc.ops import InferContext, TensorType, Trait
+from aircc.ops.device import DOMAIN, MEMCPY_H2D
+from aircc.ops.fallback import value_type
 
 from .control_flow import run_control
 from .tiling_cache import tiling_key
@@ -97,66 +98,64 @@ class RunState:
     def _context(self, k: int, host_op: bool) -> InferContext:
         node = self.m.nodes[k]
         vi = self.m.value_inputs[k]
-        values = [None if not i or node["op"] in ("Shape", "Size")
+        shape_only = self.m.ops[k] is not None and self.m.ops[k].definition.has(Trait.SHAPE_ONLY)
+        values = [None if not i or shape_only
                   else self.host_value(i) if (j in vi or host_op) else None
-                  for j, i in enumerate(node["inputs"])]
-        return InferContext([self.types.get(i) if i else None for i in node["inputs"]],
-                            node["attrs"], values, node["name"], node["op"], len(node["outputs"]))
+                  for j, i in enumerate(node.inputs)]
+        return InferContext([self.types.get(i) if i else None for i in node.inputs],
+                            node.attrs, values, node.name, node.op, len(node.outputs))
 
     # ------------------------------------------------------------ host kernels
-    def infer_shape(self, kernel: dict) -> None:
-        k = kernel["node"]
+    def infer_shape(self, kernel: HostKernel, position: int | None = None) -> None:
+        k = kernel.node
         node = self.m.nodes[k]
-        if node["op"] == "MemcpyH2D":
-            self.types[node["outputs"][0]] = self.types[node["inputs"][0]]
+        if node.op == MEMCPY_H2D and node.domain == DOMAIN:
+            self.types[node.outputs[0]] = self.types[node.inputs[0]]
             return
-        out = self.m.specs[k].infer(self._context(k, False))
-        for name, t in zip(node["outputs"], out):
+        out = self.m.ops[k].definition.infer(self._context(k, False))
+        for name, t in zip(node.outputs, out):
             if name:
                 if not t.is_static:
-                    raise AirccError(f"node '{node['name']}' ({node['op']}): output '{name}' has "
+                    raise AirccError(f"node '{node.name}' ({node.op}): output '{name}' has "
                                      f"shape {t.shape} after run-time shape inference")
                 self.types[name] = t
 
-    def tiling(self, kernel: dict) -> None:
-        k = kernel["node"]
-        node, spec = self.m.nodes[k], self.m.specs[k]
-        types = [self.types.get(i) if i else None for i in node["inputs"]]
+    def tiling(self, kernel: HostKernel, position: int | None = None) -> None:
+        k = kernel.node
+        node, impl = self.m.nodes[k], self.m.ops[k].impl
+        types = [self.types.get(i) if i else None for i in node.inputs]
         vi = self.m.value_inputs[k]
-        values = [self.host.get(i) if j in vi and i else None for j, i in enumerate(node["inputs"])]
+        values = [self.host.get(i) if j in vi and i else None for j, i in enumerate(node.inputs)]
         self.tilings[k] = self.m.caches[k].get(
-            tiling_key(types, values),
-            lambda: spec.tiling(types, node["attrs"]) if spec.tiling else {})
+            tiling_key(types, values), lambda: impl.tile(types, node.attrs, self.m.target))
 
-    def host_compute(self, kernel: dict) -> None:
-        k = kernel["node"]
-        node, spec = self.m.nodes[k], self.m.specs[k]
+    def host_compute(self, kernel: HostKernel, position: int | None = None) -> None:
+        k = kernel.node
+        node, op = self.m.nodes[k], self.m.ops[k]
         ctx = self._context(k, True)
-        if node["op"] in ("Shape", "Size"):
-            ctx.values[0] = shape_only(self.types[node["inputs"][0]])
-        if not spec.native:     # a fallback op on the host: run it as is (sequences, strings)
-            from aircc.ops.fallback import value_type
-
-            for name, value in zip(node["outputs"], spec.extra["run"](ctx.values, node["attrs"],
-                                                                       len(node["outputs"]))):
+        if op.definition.has(Trait.SHAPE_ONLY):
+            ctx.values[0] = shape_only(self.types[node.inputs[0]])
+        if not op.definition.native:  # a fallback op on the host: run it as is (sequences, strings)
+            for name, value in zip(node.outputs, op.definition.run(ctx.values, node.attrs,
+                                                                   len(node.outputs))):
                 if name:
                     self.types[name], self.host[name] = value_type(value), value
             return
-        out_types = spec.infer(ctx)
+        out_types = op.definition.infer(ctx)
         outs = [np.empty(t.shape, t.dtype) for t in out_types]
-        tiling = spec.tiling(ctx.types, node["attrs"]) if spec.tiling else {}
+        tiling = op.impl.tile(ctx.types, node.attrs, self.m.target)
         ws = np.empty(tiling["workspace"], np.uint8) if tiling.get("workspace") else None
-        spec.kernel(ctx.values, outs, node["attrs"], tiling, ws)
-        for name, t, arr in zip(node["outputs"], out_types, outs):
+        op.impl.kernel(ctx.values, outs, node.attrs, tiling, ws)
+        for name, t, arr in zip(node.outputs, out_types, outs):
             if name:
                 self.types[name], self.host[name] = t, arr
 
     def _alias(self, k: int, name: str) -> bool:
         """A reshape's output as a view of its input's block (shared, counted): True if so."""
-        node = self.m.nodes[k]
-        src = node["inputs"][0] if node["inputs"] else ""
-        if node["op"] not in RESHAPES or not self.m.alias_reshapes or src not in self.blocks \
-                or not self.m.specs[k].native or node["outputs"] != [name]:
+        node, op = self.m.nodes[k], self.m.ops[k]
+        src = node.inputs[0] if node.inputs else ""
+        if op is None or not op.definition.has(Trait.VIEW) or not self.m.alias_reshapes \
+                or src not in self.blocks or not op.impl.native or node.outputs != [name]:
             return False
         view, t = self.views[src], self.types[name]
         if view.nbytes != t.nbytes or not view.flags.c_contiguous:
@@ -182,10 +181,10 @@ class RunState:
             users = sorted(holders[1], key=lambda s: s.id)
         self.pool.free(block, users)
 
-    def alloc(self, kernel: dict) -> None:
-        k = kernel["node"]
-        stream = self.m.streams[kernel["stream"]]
-        for name in kernel["values"]:
+    def alloc(self, kernel: HostKernel, position: int | None = None) -> None:
+        k = kernel.node
+        stream = self.m.streams[kernel.stream]
+        for name in kernel.values:
             if self._alias(k, name):
                 continue
             t = self.types[name]
@@ -194,37 +193,37 @@ class RunState:
             self.views[name] = self.pool.view(block, t.dtype, t.shape)
         ws = self.tilings.get(k, {}).get("workspace", 0)
         if ws:
-            block = self.pool.malloc(ws, stream, f"workspace of '{self.m.nodes[k]['name']}'")
+            block = self.pool.malloc(ws, stream, f"workspace of '{self.m.nodes[k].name}'")
             self.workspaces[k] = block
             self.views[f"#ws{k}"] = self.pool.view(block, np.uint8, (ws,))
 
-    def free(self, kernel: dict, position: int | None) -> None:
+    def free(self, kernel: HostKernel, position: int | None) -> None:
         if position is not None:
             with self._launched_cond:   # the last use must have been launched first
                 self._launched_cond.wait_for(lambda: self.launched >= position - 1 or self.cancelled)
-        for name in kernel["values"]:
+        for name in kernel.values:
             block = self.blocks.pop(name, None)
             self.views.pop(name, None)
             if block is not None:
                 self._free_block(name, block)
 
-    def launch(self, kernel: dict) -> None:
-        k = kernel["node"]
+    def launch(self, kernel: HostKernel, position: int | None = None) -> None:
+        k = kernel.node
         if k in self.aliased:
             return                      # a view of its input: nothing to run
-        node, spec = self.m.nodes[k], self.m.specs[k]
+        node, op = self.m.nodes[k], self.m.ops[k]
         vi = self.m.value_inputs[k]
         ins = [None if not i else self.host_value(i) if j in vi else self.value(i)
-               for j, i in enumerate(node["inputs"])]
-        outs = [self.views[o] if o else None for o in node["outputs"]]
+               for j, i in enumerate(node.inputs)]
+        outs = [self.views[o] if o else None for o in node.outputs]
         ws = self.views.pop(f"#ws{k}", None)
         constant = None
-        if self.capture is not None:     # kept for replays: bound once (spec.prepare)
+        if self.capture is not None:     # kept for replays: bound once (the kernel's prepare)
             weights = self.m.om.weights
-            constant = [bool(i) and i in weights for i in node["inputs"]]
-        call = self.m.device.engine_call(spec, ins, outs, node["attrs"], self.tilings[k], ws,
-                                         constant, self.m.prepared)
-        stream = self.m.streams[kernel["stream"]]
+            constant = [bool(i) and i in weights for i in node.inputs]
+        call = self.m.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
+                                         self.tilings[k], ws, constant, self.m.prepared)
+        stream = self.m.streams[kernel.stream]
 
         def task(state=self):
             if state.cancelled:
@@ -232,32 +231,32 @@ class RunState:
             try:
                 call()
             except BaseException as e:  # name the node and op
-                state.fail(KernelError(node["name"], node["op"], e))
+                state.fail(KernelError(node.name, node.op, e))
         stream.submit(task)
         if self.capture is not None:
-            self.capture.append((kernel["stream"], lambda run: call(),
-                                 {"kind": "kernel", "node": node["name"], "op": node["op"]}))
+            self.capture.append((kernel.stream, lambda run: call(),
+                                 {"kind": "kernel", "node": node.name, "op": node.op}))
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])
 
-    def memcpy_h2d(self, kernel: dict) -> None:
-        node = self.m.nodes[kernel["node"]]
-        src = self.host[node["inputs"][0]]
-        dst = self.views[node["outputs"][0]]
-        self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(dst, src))
+    def memcpy_h2d(self, kernel: HostKernel, position: int | None = None) -> None:
+        node = self.m.nodes[kernel.node]
+        src = self.host[node.inputs[0]]
+        dst = self.views[node.outputs[0]]
+        self.m.streams[kernel.stream].submit(lambda: self.cancelled or np.copyto(dst, src))
         if self.capture is not None:
-            binding = node["attrs"].get("binding")
+            binding = node.attrs.get("binding")
             copy = ((lambda run: np.copyto(dst, run.feeds[binding])) if binding is not None
                     else (lambda run: np.copyto(dst, src)))      # a host value: fixed per shape
-            self.capture.append((kernel["stream"], copy, {"kind": "memcpy_h2d"}))
+            self.capture.append((kernel.stream, copy, {"kind": "memcpy_h2d"}))
 
-    def memcpy_d2h(self, kernel: dict) -> None:
-        node = self.m.nodes[kernel["node"]]
-        name = node["inputs"][0]
-        binding = node["attrs"]["binding"]
-        out_name = self.m.exec_graph["outputs"][binding]
+    def memcpy_d2h(self, kernel: HostKernel, position: int | None = None) -> None:
+        node = self.m.nodes[kernel.node]
+        name = node.inputs[0]
+        binding = node.attrs["binding"]
+        out_name = self.m.exec_graph.outputs[binding]
         t = self.types[name]
-        if kernel["stream"] is None or name not in self.views:
+        if kernel.stream is None or name not in self.views:
             self.results[out_name] = np.array(self.value(name))
             if self.capture is not None:   # made on the host from shapes alone: fixed per shape
                 self.host_results.append((binding, self.results[out_name]))
@@ -265,37 +264,37 @@ class RunState:
         result = np.empty(t.shape, t.dtype)
         src = self.views[name]
         self.results[out_name] = result
-        self.m.streams[kernel["stream"]].submit(lambda: self.cancelled or np.copyto(result, src))
+        self.m.streams[kernel.stream].submit(lambda: self.cancelled or np.copyto(result, src))
         if self.capture is not None:
             def d2h(run):
                 run.results[binding] = src.copy()
-            self.capture.append((kernel["stream"], d2h, {"kind": "memcpy_d2h"}))
+            self.capture.append((kernel.stream, d2h, {"kind": "memcpy_d2h"}))
 
-    def event_record(self, kernel: dict) -> None:
-        e = kernel["event"]
+    def event_record(self, kernel: HostKernel, position: int | None = None) -> None:
+        e = kernel.event
         self.m.event_counts[e] += 1           # the host numbers every record it submits
         ev, gen = self.m.events[e], self.m.event_counts[e]
-        self.m.streams[kernel["stream"]].submit(lambda: ev.record(gen))
+        self.m.streams[kernel.stream].submit(lambda: ev.record(gen))
         if self.capture is not None:
-            self.capture.append((kernel["stream"], lambda run: run.record(ev, e), {"kind": "event_record"}))
+            self.capture.append((kernel.stream, lambda run: run.record(ev, e), {"kind": "event_record"}))
 
-    def event_wait(self, kernel: dict) -> None:
-        e = kernel["event"]
+    def event_wait(self, kernel: HostKernel, position: int | None = None) -> None:
+        e = kernel.event
         ev, gen = self.m.events[e], self.m.event_counts[e]   # waits for the latest record
-        self.m.streams[kernel["stream"]].submit(lambda: ev.wait(gen, lambda: self.cancelled))
+        self.m.streams[kernel.stream].submit(lambda: ev.wait(gen, lambda: self.cancelled))
         if self.capture is not None:
-            self.capture.append((kernel["stream"], lambda run: run.wait(ev, e), {"kind": "event_wait"}))
+            self.capture.append((kernel.stream, lambda run: run.wait(ev, e), {"kind": "event_wait"}))
 
     # ------------------------------------------------------------ control flow
-    def control(self, kernel: dict, position: int | None = None) -> None:
+    def control(self, kernel: HostKernel, position: int | None = None) -> None:
         """If / Loop / Scan, run by the host: a barrier, then the bodies' kernels in order."""
         if position is not None:
             with self._launched_cond:
                 self._launched_cond.wait_for(lambda: self.launched >= position - 1 or self.cancelled)
         run_control(self, kernel)
 
-    def run_body(self, body: dict) -> None:
-        for kernel in body["kernels"]:
+    def run_body(self, body: Body) -> None:
+        for kernel in body.kernels:
             if self.cancelled:
                 raise AirccError("run cancelled")
             self.execute(None, kernel)
@@ -303,20 +302,17 @@ class RunState:
             raise self.error
 
     # ------------------------------------------------------------ bookkeeping
-    def execute(self, position: int, kernel: dict) -> None:
+    def execute(self, position: int | None, kernel: HostKernel) -> None:
         t = time.perf_counter()
-        if kernel["kind"] in ("free", "control"):
-            getattr(self, kernel["kind"])(kernel, position)
-        else:
-            getattr(self, kernel["kind"])(kernel)
+        HOST_KERNELS[kernel.kind](self, kernel, position)
         dt = time.perf_counter() - t
-        if kernel["kind"] == "control":
+        if kernel.kind is HostKernelKind.CONTROL:
             return      # its bodies' kernels account for themselves
         self.host_seconds += dt
-        if "node" in kernel:
-            op = self.m.nodes[kernel["node"]]["op"]
+        if kernel.node is not None:
+            op = self.m.nodes[kernel.node].op
             self.op_seconds[op] = self.op_seconds.get(op, 0.0) + dt
-            if kernel["kind"] in ("infer_shape", "host_compute", "memcpy_d2h"):
+            if kernel.kind in COUNTED:
                 self.op_counts[op] = self.op_counts.get(op, 0) + 1
 
     def mark_launched(self, position: int) -> None:
@@ -333,6 +329,18 @@ class RunState:
         self.blocks.clear()
         self.workspaces.clear()
         self.views.clear()
+
+
+K = HostKernelKind
+#: What runs each kind of host kernel (``RunState`` methods taking the kernel and its position).
+HOST_KERNELS = {K.INFER_SHAPE: RunState.infer_shape, K.TILING: RunState.tiling,
+                K.HOST_COMPUTE: RunState.host_compute, K.CONTROL: RunState.control,
+                K.ALLOC: RunState.alloc, K.FREE: RunState.free, K.LAUNCH: RunState.launch,
+                K.MEMCPY_H2D: RunState.memcpy_h2d, K.MEMCPY_D2H: RunState.memcpy_d2h,
+                K.EVENT_RECORD: RunState.event_record, K.EVENT_WAIT: RunState.event_wait}
+assert set(HOST_KERNELS) == set(HostKernelKind), "every host-kernel kind has a runner"
+#: Kinds that count once per op execution in the host-time statistics.
+COUNTED = frozenset({K.INFER_SHAPE, K.HOST_COMPUTE, K.MEMCPY_D2H})
 
 
 def shape_only(t: TensorType) -> np.ndarray:
@@ -359,13 +367,13 @@ def run_pipelined(state: RunState) -> None:
     q_memory: queue.Queue = queue.Queue()
     q_launch: queue.Queue = queue.Queue()
 
-    def stage(name: str, inbox, outbox) -> None:
+    def stage(name: HostStage, inbox, outbox) -> None:
         while True:
             item = inbox.get() if inbox is not None else None
             if item is _DONE:
                 break
             position, kernel = item
-            if not state.cancelled and STAGE[kernel["kind"]] == name:
+            if not state.cancelled and STAGE_OF[kernel.kind] is name:
                 try:
                     state.execute(position, kernel)
                 except BaseException as e:
@@ -377,12 +385,12 @@ def run_pipelined(state: RunState) -> None:
         if outbox is not None:
             outbox.put(_DONE)
 
-    memory = threading.Thread(target=stage, args=("memory", q_memory, q_launch), daemon=True)
-    launch = threading.Thread(target=stage, args=("launch", q_launch, None), daemon=True)
+    memory = threading.Thread(target=stage, args=(HostStage.MEMORY, q_memory, q_launch), daemon=True)
+    launch = threading.Thread(target=stage, args=(HostStage.LAUNCH, q_launch, None), daemon=True)
     memory.start()
     launch.start()
     for position, kernel in enumerate(state.m.kernels):   # the normal stage is this thread
-        if not state.cancelled and STAGE[kernel["kind"]] == "normal":
+        if not state.cancelled and STAGE_OF[kernel.kind] is HostStage.NORMAL:
             try:
                 state.execute(position, kernel)
             except BaseException as e:

@@ -1,13 +1,20 @@
-"""Load an .om file (or bytes) onto a device and get a runnable model."""
+"""Load an .om file (or bytes) onto a device and get a runnable model.
+
+The file's sections are typed and checked (:meth:`aircc.formats.OmFile.parsed`),
+then its compile target is checked against this machine: a model compiled for
+a kernel backend or a vector class this machine lacks is refused with
+:class:`~aircc.errors.TargetUnavailableError` naming both.
+"""
 from __future__ import annotations
 
 import os
 
-from aircc.errors import ModelFormatError
 from aircc.executor.device.device import VirtualDevice, default_device
 from aircc.formats import OmFile, load_om
+from aircc.ops import check_target, kernel_backend
 
 from .static_model import StaticModel
+
 
 
 def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice | None = None,
@@ -22,10 +29,13 @@ def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice
     with those shapes replay its launches as one device submission.
     """
     om = source if isinstance(source, OmFile) else load_om(source)
+    contract = om.parsed()
+    target = check_target(contract.model.target.to_payload(), f"model '{contract.model.name}'")
+    backend = kernel_backend(target.backend)
     device = device or default_device()
-    if om.mode == "static":
-        return StaticModel(om, device, pad_to_gear=pad_to_gear)
-    if om.mode == "dynamic":
-        from .dynamic_model import DynamicModel
-        return DynamicModel(om, device, runtime_core_number=runtime_core_number, replay=replay)
-    raise ModelFormatError(f"unknown model mode {om.mode!r}")
+    if contract.mode == "static":
+        return StaticModel(om, contract, device, backend, target, pad_to_gear=pad_to_gear)
+    from .dynamic_model import DynamicModel
+
+    return DynamicModel(om, contract, device, backend, target,
+                        runtime_core_number=runtime_core_number, replay=replay)

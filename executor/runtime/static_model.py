@@ -17,11 +17,14 @@ import numpy as np
 from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
 from aircc.executor.device.device import DeviceProgram, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
-from aircc.executor.kernels.registry import lookup
-from aircc.formats import OmFile
+from aircc.formats import ModelContract, OmFile
+from aircc.formats.kinds import Region, TaskKind
+from aircc.formats.tasks import CopyTask, EventTask, JumpTask, KernelTask, Operand, Task
+from aircc.ops import KernelBackend, Target
 
 from .feeds import check_feeds, exact_feeds, select_outputs
 from .loaded import LoadedModel
+from .resolved import resolve_op
 
 
 class StaticModel(LoadedModel):
@@ -32,23 +35,21 @@ class StaticModel(LoadedModel):
     as the largest gear's.
     """
 
-    def __init__(self, om: OmFile, device: VirtualDevice, *, pad_to_gear: bool = False):
+    def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
+                 backend: KernelBackend, target: Target, *, pad_to_gear: bool = False):
         self.om = om
         self.device = device
+        self.backend, self.target = backend, target
         self.pad_to_gear = pad_to_gear
-        self.description = om.sections["model"]
-        self.inputs = self.description["inputs"]
-        self.outputs = self.description["outputs"]
-        gears = om.sections.get("gears")
-        self.plans = gears["plans"] if gears else [
-            {"batch": None, "inputs": self.inputs, "outputs": self.outputs,
-             "tasks": om.sections["tasks"], "memory_plan": om.sections["memory_plan"],
-             "tiling": om.sections["tiling"]}]
-        self.batch_inputs = gears["batch_inputs"] if gears else []
-        name = self.description.get("name", "model")
+        self.description = contract.model
+        self.inputs = [i.to_payload() for i in contract.model.inputs]
+        self.outputs = [o.to_payload() for o in contract.model.outputs]
+        self.plans = contract.static_plans()
+        self.batch_inputs = contract.gears.batch_inputs if contract.gears else []
+        name = contract.model.name
         mem = device.memory
-        weights_bytes = max(p["memory_plan"]["weights_bytes"] for p in self.plans)
-        arena_bytes = max(p["memory_plan"]["arena_bytes"] for p in self.plans)
+        weights_bytes = max(p.memory_plan.weights_bytes for p in self.plans)
+        arena_bytes = max(p.memory_plan.arena_bytes for p in self.plans)
         self._allocations: list[int] = []
         self.prepared = PreparedConstants(mem, f"model '{name}'")
         try:
@@ -57,33 +58,38 @@ class StaticModel(LoadedModel):
         except DeviceOutOfMemoryError:
             self._release()
             raise
-        self.bases = {"weights": self.weights_base, "arena": self.arena_base}
+        self.bases = {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base}
         copied = set()
         for plan in self.plans:
-            for w in plan["memory_plan"]["weights"]:
-                if w["offset"] in copied:
+            for w in plan.memory_plan.weights:
+                if w.offset in copied:
                     continue
-                src = om.weights.get(w["name"])
+                src = om.weights.get(w.name)
                 if src is None:
                     self._release()
-                    raise ModelFormatError(f"weight '{w['name']}' is in the memory plan but not in "
+                    raise ModelFormatError(f"weight '{w.name}' is in the memory plan but not in "
                                            f"the weights section")
-                np.copyto(mem.view(self.weights_base + w["offset"], src.dtype, src.shape), src)
-                copied.add(w["offset"])
-        self.events = device.create_events(max(p["tasks"]["events"] for p in self.plans))
+                np.copyto(mem.view(self.weights_base + w.offset, src.dtype, src.shape), src)
+                copied.add(w.offset)
+        self.events = device.create_events(max(p.tasks.events for p in self.plans))
         self.streams = [device.create_stream()
-                        for _ in range(max(p["tasks"]["streams"] for p in self.plans))]
+                        for _ in range(max(p.tasks.streams for p in self.plans))]
         self.programs = {}
+        self._binders = {TaskKind.KERNEL: self._bind_kernel,
+                         TaskKind.MEMCPY_H2D: self._bind_h2d, TaskKind.MEMCPY_D2H: self._bind_d2h,
+                         TaskKind.EVENT_RECORD: self._bind_record,
+                         TaskKind.EVENT_WAIT: self._bind_wait, TaskKind.LABEL: self._bind_label,
+                         TaskKind.GOTO: self._bind_goto, TaskKind.SWITCH: self._bind_switch}
         try:
             for plan in self.plans:
-                tiling = plan["tiling"]["entries"]
-                lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan["tasks"]["lists"]]
-                self.programs[plan["batch"]] = (plan, DeviceProgram(self.streams[:len(lists)],
-                                                                    self.events, lists))
+                tiling = plan.tiling.entries
+                lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan.tasks.lists]
+                self.programs[plan.batch] = (plan, DeviceProgram(self.streams[:len(lists)],
+                                                                 self.events, lists))
         except BaseException:
             self.close()
             raise
-        self.program = self.programs[self.plans[-1]["batch"]][1]
+        self.program = self.programs[self.plans[-1].batch][1]
         self._fast = self._fast_path()
         self.runs = self.submissions = 0
         self.last_host_seconds = 0.0
@@ -91,7 +97,7 @@ class StaticModel(LoadedModel):
     @property
     def gears(self) -> list[int]:
         """Batch sizes this model has a plan for (empty for a plain static model)."""
-        return [p["batch"] for p in self.plans if p["batch"] is not None]
+        return [p.batch for p in self.plans if p.batch is not None]
 
     # ---------------------------------------------------------------- load
     def _malloc(self, size: int, what: str) -> int:
@@ -99,57 +105,63 @@ class StaticModel(LoadedModel):
         self._allocations.append(off)
         return off
 
-    def _view(self, operand: dict | None) -> np.ndarray | None:
+    def _view(self, operand: Operand | None) -> np.ndarray | None:
         if operand is None:
             return None
-        return self.device.memory.view(self.bases[operand["mem"]] + operand["offset"],
-                                       operand["dtype"], operand["shape"])
+        return self.device.memory.view(self.bases[operand.region] + operand.offset,
+                                       operand.dtype, operand.shape)
 
-    def _bind_list(self, tasks: list[dict], tiling: list[dict]) -> list:
-        labels = {t["label"]: k for k, t in enumerate(tasks) if t["kind"] == "label"}
-        return [(self._bind(t, tiling, labels), t) for t in tasks]
+    def _bind_list(self, tasks: list[Task], tiling: list[dict]) -> list:
+        labels = {t.label: k for k, t in enumerate(tasks) if t.kind is TaskKind.LABEL}
+        return [(self._binders[t.kind](t, tiling, labels), _description(t)) for t in tasks]
 
-    def _bind(self, task: dict, tiling: list[dict], labels: dict[int, int]):
-        kind = task["kind"]
-        if kind == "kernel":
-            spec = lookup(task["op"], task["version"], task["domain"], task["node"], task.get("impl"))
-            ins = [self._view(o) for o in task["inputs"]]
-            outs = [self._view(o) for o in task["outputs"]]
-            ws_desc = task.get("workspace")
-            ws = None
-            if ws_desc:
-                base = self.bases[ws_desc["mem"]] + ws_desc["offset"]
-                ws = self.device.memory.data[base:base + ws_desc["size"]]
-            constant = [o is not None and o["mem"] == "weights" for o in task["inputs"]]
-            call = self.device.engine_call(spec, ins, outs, task["attrs"], tiling[task["tiling"]], ws,
-                                           constant, self.prepared)
-            return lambda run: call()
-        if kind == "memcpy_h2d":
-            dst, b = self._view(task["dst"]), task["binding"]
-            return lambda run: np.copyto(dst, run.feeds[b])
-        if kind == "memcpy_d2h":    # the copy makes the host's result array
-            src, b = self._view(task["src"]), task["binding"]
+    def _bind_kernel(self, task: KernelTask, tiling: list[dict], labels: dict):
+        op = resolve_op(self.backend, task.op, task.version, task.domain, task.node, task.impl)
+        ins = [self._view(o) for o in task.inputs]
+        outs = [self._view(o) for o in task.outputs]
+        ws = None
+        if task.workspace:
+            base = self.bases[task.workspace.region] + task.workspace.offset
+            ws = self.device.memory.data[base:base + task.workspace.size]
+        constant = [o is not None and o.region is Region.WEIGHTS for o in task.inputs]
+        call = self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
+                                       tiling[task.tiling], ws, constant, self.prepared)
+        return lambda run: call()
 
-            def d2h(run):
-                run.results[b] = src.copy()
-            return d2h
-        if kind == "event_record":
-            e = task["event"]
-            ev = self.events[e]
-            return lambda run: run.record(ev, e)
-        if kind == "event_wait":
-            e = task["event"]
-            ev = self.events[e]
-            return lambda run: run.wait(ev, e)
-        if kind == "label":
-            return lambda run: None
-        if kind == "goto":
-            target = labels[task["label"]]
-            return lambda run: target
-        if kind == "switch":   # stream switch: fall through when true, else jump
-            cond, target = self._view(task["cond"]), labels[task["label"]]
-            return lambda run: None if cond.reshape(-1)[0] else target
-        raise ModelFormatError(f"unknown task kind '{kind}'")
+    def _bind_h2d(self, task: CopyTask, tiling: list[dict], labels: dict):
+        dst, b = self._view(task.operand), task.binding
+        return lambda run: np.copyto(dst, run.feeds[b])
+
+    def _bind_d2h(self, task: CopyTask, tiling: list[dict], labels: dict):
+        src, b = self._view(task.operand), task.binding
+
+        def d2h(run):          # the copy makes the host's result array
+            run.results[b] = src.copy()
+        return d2h
+
+    def _bind_record(self, task: EventTask, tiling: list[dict], labels: dict):
+        e = task.event
+        ev = self.events[e]
+        return lambda run: run.record(ev, e)
+
+    def _bind_wait(self, task: EventTask, tiling: list[dict], labels: dict):
+        e = task.event
+        ev = self.events[e]
+        return lambda run: run.wait(ev, e)
+
+    @staticmethod
+    def _bind_label(task: JumpTask, tiling: list[dict], labels: dict):
+        return lambda run: None
+
+    @staticmethod
+    def _bind_goto(task: JumpTask, tiling: list[dict], labels: dict):
+        target = labels[task.label]
+        return lambda run: target
+
+    def _bind_switch(self, task: JumpTask, tiling: list[dict], labels: dict):
+        """Stream switch: fall through when the condition is true, else jump."""
+        cond, target = self._view(task.cond), labels[task.label]
+        return lambda run: None if cond.reshape(-1)[0] else target
 
     # ---------------------------------------------------------------- run
     def _fast_path(self):
@@ -158,11 +170,11 @@ class StaticModel(LoadedModel):
         if self.batch_inputs:
             return None
         plan, program = self.programs[None]
-        specs = plan["inputs"] + plan["outputs"]
-        if not all(isinstance(d, int) for s in specs for d in s["shape"]):
+        specs = plan.inputs + plan.outputs
+        if not all(isinstance(d, int) for s in specs for d in s.shape):
             return None
-        return (program, [(i["name"], np.dtype(i["dtype"]), tuple(i["shape"])) for i in plan["inputs"]],
-                [o["name"] for o in plan["outputs"]])
+        return (program, [(i.name, np.dtype(i.dtype), tuple(i.shape)) for i in plan.inputs],
+                [o.name for o in plan.outputs])
 
     def run(self, feeds: dict, output_names: list[str] | None = None,
             timeout: float | None = None) -> dict[str, np.ndarray]:
@@ -184,8 +196,8 @@ class StaticModel(LoadedModel):
                 self.last_host_seconds = t1 - t0 + thread_time() - t2
                 return out
         plan, program, real_batch, feeds = self._pick(feeds)
-        ordered = check_feeds(plan["inputs"], feeds)
-        results = [None] * len(plan["outputs"])
+        ordered = check_feeds([i.to_payload() for i in plan.inputs], feeds)
+        results = [None] * len(plan.outputs)
         run = self.device.submit(program, ordered, results)
         t1 = thread_time()
         self.device.finish(program, run, timeout)
@@ -193,7 +205,7 @@ class StaticModel(LoadedModel):
         self.submissions += 1
         self.runs += 1
         out = {}
-        for o, spec, r in zip(self.outputs, plan["outputs"], results):
+        for o, r in zip(self.outputs, results):
             if real_batch is not None and o["shape"] and o["shape"][0] == "batch":
                 r = r[:real_batch]
             out[o["name"]] = r
@@ -235,8 +247,8 @@ class StaticModel(LoadedModel):
                 "host_submissions": self.submissions,
                 "submissions_per_run": self.submissions / max(1, self.runs),
                 "streams": len(self.streams), "events": len(self.events),
-                "arena_bytes": max(p["memory_plan"]["arena_bytes"] for p in self.plans),
-                "weights_bytes": plan["memory_plan"]["weights_bytes"],
+                "arena_bytes": max(p.memory_plan.arena_bytes for p in self.plans),
+                "weights_bytes": plan.memory_plan.weights_bytes,
                 "prepared_bytes": self.prepared.nbytes, "gears": self.gears}
 
     # ---------------------------------------------------------------- unload
@@ -251,3 +263,10 @@ class StaticModel(LoadedModel):
             self.device.destroy_stream(s)
         self.streams = []
         self._release()
+
+
+def _description(task: Task) -> dict:
+    """What an error inside a task names: the node and op of a kernel, else the task kind."""
+    if isinstance(task, KernelTask):
+        return {"kind": task.kind.value, "node": task.node, "op": task.op}
+    return {"kind": task.kind.value}

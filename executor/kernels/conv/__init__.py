@@ -29,24 +29,12 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.executor.device.prepared import prepared_array
-from aircc.ops.defs.conv import HWOI
-from aircc.ops.targets import resolve_target
 
 from ..epilogue import epilogue
 from ..numpy_backend import NUMPY
 from ..phases import pad_into, pad_into_phases
 from ..scratch import carve, ensure_tiling, workspace
 from . import choice, depthwise, gemm_modes, stacked, wide, winograd
-
-# TRANSITION: the compiler's pack-weights pass imports these two names from here.
-PACKED = HWOI
-
-
-def wants_packed(x_shape, w_shape, attrs: dict, dtype=np.float32) -> bool:
-    """TRANSITION: :func:`.choice.wants_packed` for the default compile target, as the
-    compiler's pack-weights pass calls it until it asks the backend's layout rule."""
-    return choice.wants_packed(x_shape, w_shape, attrs, dtype, resolve_target(None))
-
 
 NUMPY.layout("Conv")(choice.weight_layout)
 

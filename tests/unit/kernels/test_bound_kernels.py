@@ -1,4 +1,4 @@
-"""Kernels bound once (``OpSpec.prepare``): static tasks and replayed launches run them.
+"""Kernels bound once (a kernel's ``prepare``): static tasks and replayed launches run them.
 
 A bound kernel must compute what the plain kernel computes, run after run, read
 its non-constant operands afresh every run (only weights may be worked out
@@ -8,26 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from aircc.compiler.ir.graph import TensorType
 from aircc.executor.device.device import VirtualDevice
-from aircc.executor.kernels.registry import lookup
+from aircc.ops import KernelImpl, TensorType
 from kernel_harness import BACKEND, TARGET
 
 
-def _spec(op: str, version: int = 20, domain: str = ""):
-    return lookup(op, version, domain)
+def _impl(op: str, version: int = 20, domain: str = "") -> KernelImpl:
+    return BACKEND.impl(op, version, domain)
 
 
 def _both(op, ins, out_shapes, attrs, constant, version=20, dtype=np.float32):
     """(plain kernel's outputs, bound kernel's outputs after two runs)."""
-    spec = _spec(op, version)
+    impl = _impl(op, version)
     types = [None if a is None else TensorType.of(a) for a in ins]
-    tiling = spec.tiling(types, attrs) if spec.tiling else {}
+    tiling = impl.tile(types, attrs, TARGET)
     ws = np.empty(tiling.get("workspace", 0), np.uint8) if tiling.get("workspace") else None
     plain = [np.empty(s, dtype) for s in out_shapes]
-    spec.kernel(ins, plain, attrs, tiling, ws)
+    impl.kernel(ins, plain, attrs, tiling, ws)
     bound = [np.full(s, np.nan, dtype) for s in out_shapes]
-    run = spec.prepare(ins, bound, attrs, tiling, ws, constant)
+    run = impl.prepare(ins, bound, attrs, tiling, ws, constant)
     assert run is not None, f"{op} declined a use it covers"
     run()
     for b in bound:
@@ -132,23 +131,21 @@ def test_gelu_declines_the_tanh_form_and_in_place():
 
 def test_device_binds_through_prepare_only_when_told_the_operands_stay():
     dev = VirtualDevice(1 << 20)
-    spec = _spec("Gelu")
+    impl = _impl("Gelu")
     x, y = _r(8), np.empty(8, np.float32)
     seen = []
-    original = spec.prepare
 
     def spy(*args, **kwargs):
         seen.append(args[-1])
-        return original(*args, **kwargs)
+        return impl.prepare(*args, **kwargs)
 
-    spec.prepare = spy
+    probe = KernelImpl("Gelu", 20, "", impl.kernel, impl.tiling, spy)
     try:
-        dev.engine_call(spec, [x], [y], {}, {}, np.empty(64, np.uint8))()
+        dev.engine_call(probe, "vector", [x], [y], {}, {}, np.empty(64, np.uint8))()
         assert seen == []                                   # a one-off launch: the plain kernel
-        dev.engine_call(spec, [x], [y], {}, {}, np.empty(64, np.uint8), [False])()
+        dev.engine_call(probe, "vector", [x], [y], {}, {}, np.empty(64, np.uint8), [False])()
         assert seen == [[False]]
     finally:
-        spec.prepare = original
         dev.close()
     np.testing.assert_allclose(y, _r_gelu(x), rtol=1e-6, atol=1e-7)
 

@@ -10,9 +10,9 @@ import onnxruntime as ort
 import pytest
 from aircc.errors import ShapeInferenceError
 from aircc.executor.device.device import VirtualDevice
-from aircc.executor.kernels import blas, registry
+from aircc.executor.kernels import blas
 from aircc.executor.kernels.conv import choice as conv_choice
-from aircc.ops import InferContext, TensorType, op_def, resolve_target
+from aircc.ops import InferContext, KernelImpl, TensorType, op_def, resolve_target
 from graphs import const, model, tensor
 from kernel_harness import BACKEND, TARGET
 from onnx import helper
@@ -313,8 +313,8 @@ def test_cube_kernels_of_different_streams_take_turns_vector_kernels_do_not():
                 time.sleep(0.05)
                 spans.append((t0, time.perf_counter()))
 
-            spec = registry.OpSpec(name="Probe", since=1, kernel=kernel, engine=engine)
-            calls = [dev.engine_call(spec, [], [], {}, {}, None) for _ in range(2)]
+            probe = KernelImpl("Probe", 1, "", kernel)
+            calls = [dev.engine_call(probe, engine, [], [], {}, {}, None) for _ in range(2)]
 
             def go(call):
                 barrier.wait()

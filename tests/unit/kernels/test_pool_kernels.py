@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from aircc.errors import ShapeInferenceError
+from aircc.ops import TensorType
 from kernel_harness import BACKEND, TARGET, T, check, infer, ints, rand
 
 POOL_CASES = [
@@ -78,3 +79,48 @@ def test_avgpool_versions():
 @pytest.mark.parametrize("xs", [(2, 3, 5, 4), (1, 4, 7), (1, 2, 3, 4, 5)])
 def test_global_pool(op_type, xs):
     check(op_type, [rand(*xs)], opset=9, engine="ort")
+
+
+def test_separable_pools_in_channel_blocks(monkeypatch):
+    """Separable pools run a block of channels at a time: several blocks (and a last,
+    shorter one) give the reference result, padded or not, max and average.  A strided
+    column pass combines its taps at every column in a scratch block (contiguous passes),
+    then picks the outputs; the border columns, where a tap falls in the padding or would
+    wrap into the next row, come out right (float and int8, odd and even widths)."""
+    import aircc.executor.kernels.pool as pool
+    monkeypatch.setattr(pool, "POOL_BLOCK_BYTES", 3 * 11 * 11 * 4)
+    x = rand(2, 4, 11, 11)
+    for op, attrs in (("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}),
+                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+                      ("MaxPool", {"kernel_shape": [3, 3], "strides": [1, 2], "pads": [0, 1, 0, 1]}),
+                      ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+                      ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 1, 0, 0]})):
+        t = BACKEND.impl(op, 11).tile([TensorType.of(x)], attrs, TARGET)
+        assert t["mode"] == "separable" and t["block"] == 3
+        assert bool(t["scratch_off"]) == (attrs["strides"][1] > 1)
+        check(op, [x], attrs, opset=11, rtol=1e-5, atol=1e-6)
+    for xs in ((1, 2, 12, 12), (1, 2, 13, 9)):
+        for pads in ([0, 0, 1, 1], [1, 1, 1, 1]):
+            check("MaxPool", [ints(*xs, dtype=np.int8)], {"kernel_shape": [3, 3], "strides": [2, 2],
+                  "pads": pads}, opset=12, engine="ort")
+
+
+def test_unpadded_pools_on_big_planes_run_flat(monkeypatch):
+    """Unpadded pools on big planes reduce whole planes (a window at every input position,
+    then a strided pick): several blocks of channels (and a shorter last one), square and
+    oblong windows and strides, max and average, all equal onnxruntime; padded windows
+    keep the separable mode."""
+    import aircc.executor.kernels.pool as pool
+    monkeypatch.setattr(pool, "FLAT_MIN_PLANE", 64)
+    monkeypatch.setattr(pool, "FLAT_BLOCK_BYTES", 2 * 13 * 11 * 4)
+    x = rand(1, 5, 13, 11)
+    for attrs in ({"kernel_shape": [3, 3], "strides": [2, 2]},
+                  {"kernel_shape": [2, 3], "strides": [3, 1]},
+                  {"kernel_shape": [1, 4], "strides": [1, 2]},
+                  {"kernel_shape": [5, 1], "strides": [2, 3]}):
+        for op in ("MaxPool", "AveragePool"):
+            t = BACKEND.impl(op, 11).tile([TensorType.of(x)], attrs, TARGET)
+            assert t["mode"] == "flat" and t["block"] == 2
+            check(op, [x], attrs, opset=11, engine="ort")
+    padded = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    assert BACKEND.impl("MaxPool", 11).tile([TensorType.of(x)], padded, TARGET)["mode"] == "separable"

@@ -1,0 +1,83 @@
+"""What a compile carries from stage to stage: its options, its target, its statistics
+and its timings.
+
+:class:`CompileOptions` is what a user chooses (``aircc compile``'s flags); a variant
+of a compile (a gear, another target) is ``dataclasses.replace(options, ...)``.
+:class:`CompileContext` is one compile in progress: every pass and stage gets it,
+reads the options and the target from it, counts what it did in ``stats`` and
+its time in ``seconds``.  Nothing travels through the graph's ``meta``.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+from aircc.ops import KernelBackend, Target, kernel_backend, resolve_target
+from aircc.ops.types import Dim
+
+MODES = ("static", "dynamic", "auto")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What ``aircc compile`` lets a user choose."""
+
+    streams: int | None = None
+    """Stream cap; None = the default cap, 1 = a single stream."""
+    input_shapes: Mapping[str, Sequence[Dim]] = field(default_factory=dict)
+    """Shapes that fix inputs' symbolic dims, by input name."""
+    mode: str = "auto"
+    """``static``, ``dynamic``, or ``auto`` (dynamic when an input has a symbolic dim)."""
+    min_branch_bytes: int | None = None
+    """A branch opens its own stream only if it writes at least this many bytes (None: 128 KiB)."""
+    split_matrix_branches: bool = False
+    """Let branches led by a Conv or MatMul open streams too (by default they stay with a
+    predecessor: the matrix engine spans every core, so they would only queue for it)."""
+    dynamic_batch: Sequence[int] | None = None
+    """Gears: one static plan per batch size, in one .om."""
+    passes: Sequence[str] | None = None
+    """Optimisation pipeline by pass names; None = the default pipeline."""
+    target: str | None = None
+    """Compile target by name (``native``, ``cpu-avx2``, ...); None: ``$AIRCC_TARGET`` or native."""
+
+
+class CompileContext:
+    """One compile in progress (see the module doc)."""
+
+    def __init__(self, options: CompileOptions | None = None):
+        self.options = options if options is not None else CompileOptions()
+        self.stats: dict[str, int] = {}
+        """What the passes did, by statistic name (``folded_nodes``, ...)."""
+        self.seconds: dict[str, float] = {}
+        """Time per stage and per pass."""
+        self._target: Target | None = None
+        self._backend: KernelBackend | None = None
+
+    @property
+    def target(self) -> Target:
+        """The compile target (resolved once)."""
+        if self._target is None:
+            self._target = resolve_target(self.options.target)
+        return self._target
+
+    @property
+    def backend(self) -> KernelBackend:
+        """The target's kernel backend: tiling, weight layouts, kernels for constant folding."""
+        if self._backend is None:
+            self._backend = kernel_backend(self.target.backend)
+        return self._backend
+
+    def count(self, stat: str, n: int = 1) -> None:
+        """Add ``n`` to statistic ``stat`` of the compile report."""
+        self.stats[stat] = self.stats.get(stat, 0) + n
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Add the block's wall time to ``seconds[name]``."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t

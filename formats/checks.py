@@ -1,0 +1,170 @@
+"""Typed reading of section payloads: every check that fails raises ModelFormatError
+naming the section and the path of the field (``section 'tasks': lists[0][3].kind ...``).
+
+Also the dtypes the format can store and how they are named.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import numpy as np
+
+from aircc.errors import ModelFormatError
+
+#: dtype names allowed for weights, operands and ndarrays inside payloads (stored little-endian).
+DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
+                    "uint8", "uint16", "uint32", "uint64",
+                    "float16", "float32", "float64", "complex64", "complex128"})
+
+#: Most dims a stored shape may have.
+MAX_RANK = 64
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def dtype_from_name(name: Any) -> np.dtype:
+    """The little-endian numpy dtype for a stored dtype name; ValueError if not allowed."""
+    if not isinstance(name, str) or name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r} (known: {', '.join(sorted(DTYPES))})")
+    return np.dtype(name).newbyteorder("<")
+
+
+def dtype_name(dtype: np.dtype) -> str | None:
+    """The stored name of a numpy dtype, or None if the format cannot store it."""
+    name = dtype.name if dtype.kind in "biufc" else None
+    return name if name in DTYPES else None
+
+
+def is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def array_spec(dtype: Any, shape: Any, nbytes: Any) -> tuple[np.dtype, tuple[int, ...]]:
+    """Check a stored array's dtype name, shape and byte size; ValueError if inconsistent."""
+    dt = dtype_from_name(dtype)
+    if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_RANK
+            or not all(is_int(d) and d >= 0 for d in shape)):
+        raise ValueError(f"shape must be a list of at most {MAX_RANK} ints >= 0, got {shape!r}")
+    expect = math.prod(shape) * dt.itemsize
+    if nbytes != expect:
+        raise ValueError(f"nbytes is {nbytes} but shape {list(shape)} of {dt.name} "
+                         f"needs {expect}")
+    return dt, tuple(shape)
+
+
+def describe(x: Any) -> str:
+    r = repr(x)
+    return f"{type(x).__name__} {r[:40] + '...' if len(r) > 40 else r}"
+
+
+def join(where: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else key
+
+
+class Checker:
+    """Typed accessors into one section's payload (see the module doc)."""
+
+    def __init__(self, section: str, prefix: str = ""):
+        self.section = section
+        self.prefix = prefix
+        """Path of the payload inside the section (a gear's plan: ``plans[2].tasks``)."""
+
+    def fail(self, where: str, msg: str) -> NoReturn:
+        if self.prefix:
+            where = f"{self.prefix}.{where}" if where and not where.startswith("[") else self.prefix + where
+        loc = f"{where} " if where else ""
+        raise ModelFormatError(f"section '{self.section}': {loc}{msg}")
+
+    def dict(self, x: Any, where: str) -> Mapping:
+        if not isinstance(x, Mapping):
+            self.fail(where, f"must be a dict, got {describe(x)}")
+        return x
+
+    def list(self, x: Any, where: str) -> Sequence:
+        if not isinstance(x, (list, tuple)):
+            self.fail(where, f"must be a list, got {describe(x)}")
+        return x
+
+    def get(self, d: Mapping, key: str, where: str) -> Any:
+        if key not in d:
+            self.fail(where, f"is missing key '{key}'" if where else f"missing key '{key}'")
+        return d[key]
+
+    def str(self, d: Mapping, key: str, where: str) -> str:
+        v = self.get(d, key, where)
+        if not isinstance(v, str):
+            self.fail(join(where, key), f"must be a str, got {describe(v)}")
+        return v
+
+    def bool(self, d: Mapping, key: str, where: str) -> bool:
+        v = self.get(d, key, where)
+        if not isinstance(v, bool):
+            self.fail(join(where, key), f"must be a bool, got {describe(v)}")
+        return v
+
+    def int(self, d: Mapping, key: str, where: str, lo: int | None = None,
+            hi: int | None = None) -> int:
+        return self.int_value(self.get(d, key, where), join(where, key), lo, hi)
+
+    def int_value(self, v: Any, where: str, lo: int | None = None, hi: int | None = None) -> int:
+        bad = not is_int(v) or (lo is not None and v < lo) or (hi is not None and v >= hi)
+        if bad:
+            rng = "" if lo is None else f" >= {lo}" if hi is None else f" in [{lo}, {hi})"
+            self.fail(where, f"must be an int{rng}, got {describe(v)}")
+        return v
+
+    def optional_int(self, d: Mapping, key: str, where: str, lo: int | None = None,
+                     hi: int | None = None) -> int | None:
+        """An int in range, or None (also when the key is absent)."""
+        v = d.get(key)
+        return None if v is None else self.int_value(v, join(where, key), lo, hi)
+
+    def kind(self, d: Mapping, key: str, where: str, kinds: type[E]) -> E:
+        """A value of the closed set ``kinds`` (an enum of strings)."""
+        v = self.get(d, key, where)
+        try:
+            return kinds(v)
+        except (ValueError, TypeError):
+            self.fail(join(where, key),
+                      f"must be one of {sorted(m.value for m in kinds)}, got {describe(v)}")
+
+    def strs(self, d: Mapping, key: str, where: str) -> list[str]:
+        """A list of strings."""
+        out = self.list(self.get(d, key, where), join(where, key))
+        for i, v in enumerate(out):
+            if not isinstance(v, str):
+                self.fail(f"{join(where, key)}[{i}]", f"must be a str, got {describe(v)}")
+        return list(out)
+
+    def dtype(self, d: Mapping, key: str, where: str) -> str:
+        v = self.get(d, key, where)
+        if not isinstance(v, str) or v not in DTYPES:
+            self.fail(join(where, key), f"must be a stored dtype name, got {describe(v)}")
+        return v
+
+    def static_shape(self, d: Mapping, key: str, where: str) -> tuple[int, ...]:
+        """A list of at most MAX_RANK ints >= 0."""
+        shape = self.list(self.get(d, key, where), join(where, key))
+        if len(shape) > MAX_RANK:
+            self.fail(join(where, key), f"has {len(shape)} dims (at most {MAX_RANK})")
+        for j, dim in enumerate(shape):
+            self.int_value(dim, f"{join(where, key)}[{j}]", lo=0)
+        return tuple(shape)
+
+    def symbolic_shape(self, d: Mapping, key: str, where: str) -> tuple | None:
+        """None (rank unknown), or a list of ints >= 0 and symbols (strs)."""
+        shape = self.get(d, key, where)
+        if shape is None:
+            return None
+        shape = self.list(shape, join(where, key))
+        if len(shape) > MAX_RANK:
+            self.fail(join(where, key), f"has {len(shape)} dims (at most {MAX_RANK})")
+        for j, dim in enumerate(shape):
+            if not ((is_int(dim) and dim >= 0) or isinstance(dim, str)):
+                self.fail(f"{join(where, key)}[{j}]", f"must be an int or a str, got {describe(dim)}")
+        return tuple(shape)

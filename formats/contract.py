@@ -1,0 +1,177 @@
+"""The sections of a model together: which a mode needs, each one typed, and the checks
+between them.
+
+``parse_sections`` is what the writer runs before it writes a model and the reader
+after it reads one, so a compiler cannot produce a file the reader rejects.  On
+top of each section's own checks it holds every static task to the memory its
+model owns: each operand lies inside the arena or the weights region of its own
+plan, each workspace inside the arena, each tiling index names an entry, each copy
+serves an existing input or output of its shape and dtype, and each weight the
+plan places exists with the size it says.  A dynamic model's execute graph names
+only the model's inputs and outputs.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from aircc.errors import ModelFormatError
+
+from .checks import Checker
+from .exec_graph import ExecGraphSection
+from .gears import GearsSection
+from .kinds import Region, TaskKind
+from .memory_plan import MemoryPlanSection
+from .model_section import MODES, IOSpec, ModelSection
+from .tasks import CopyTask, KernelTask, TasksSection, TilingSection
+
+#: Revision of the payload schemas; bumped whenever a payload's shape changes.
+SCHEMA_VERSION = 2
+
+#: Sections a user puts in ``OmFile.sections`` (weights/weight_table belong to the container).
+SECTION_NAMES = ("model", "tasks", "memory_plan", "tiling", "exec_graph", "gears")
+
+#: Sections each mode must have (the container always adds weights + weight_table).
+REQUIRED_SECTIONS: dict[str, tuple[str, ...]] = {
+    "static": ("model", "tasks", "memory_plan", "tiling"),
+    "dynamic": ("model", "exec_graph", "tiling"),
+}
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "model": ModelSection.parse, "tasks": TasksSection.parse,
+    "memory_plan": MemoryPlanSection.parse, "tiling": TilingSection.parse,
+    "exec_graph": ExecGraphSection.parse, "gears": GearsSection.parse,
+}
+
+
+@dataclass
+class StaticPlan:
+    """One static plan: the model's own, or one gear's."""
+
+    batch: int | None
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
+    tasks: TasksSection
+    memory_plan: MemoryPlanSection
+    tiling: TilingSection
+
+
+@dataclass
+class ModelContract:
+    """Every section of a model, typed and checked against each other."""
+
+    mode: str
+    model: ModelSection
+    tasks: TasksSection | None = None
+    memory_plan: MemoryPlanSection | None = None
+    tiling: TilingSection | None = None
+    exec_graph: ExecGraphSection | None = None
+    gears: GearsSection | None = None
+
+    def static_plans(self) -> list[StaticPlan]:
+        """The plans a static model runs: one per gear, else its own."""
+        if self.gears is not None:
+            return [StaticPlan(p.batch, p.inputs, p.outputs, p.tasks, p.memory_plan, p.tiling)
+                    for p in self.gears.plans]
+        return [StaticPlan(None, self.model.inputs, self.model.outputs, self.tasks,  # type: ignore[arg-type]
+                           self.memory_plan, self.tiling)]                         # type: ignore[arg-type]
+
+
+def validate_section(name: str, payload: Any) -> Any:
+    """One section payload, typed; ModelFormatError if it is malformed or unknown."""
+    parse = PARSERS.get(name)
+    if parse is None:
+        hint = " (weights go in OmFile.weights)" if name in ("weights", "weight_table") else ""
+        raise ModelFormatError(f"unknown section '{name}'{hint}; "
+                               f"known sections: {', '.join(SECTION_NAMES)}")
+    return parse(payload)
+
+
+def missing_sections(mode: str, names: Any) -> list[str]:
+    """Required sections of ``mode`` not among ``names``, in canonical order."""
+    present = set(names)
+    return [n for n in REQUIRED_SECTIONS[mode] if n not in present]
+
+
+def parse_sections(mode: str, sections: Mapping[str, Any],
+                   weight_sizes: Mapping[str, int] | None = None) -> ModelContract:
+    """Every section of a ``mode`` model, typed and checked (see the module doc);
+    ``weight_sizes``: the bytes of each stored weight, by name."""
+    if mode not in MODES:
+        raise ModelFormatError(f"mode must be 'static' or 'dynamic', got {mode!r}")
+    for name in sections:
+        if name not in PARSERS:
+            validate_section(name, None)  # raises 'unknown section'
+    missing = missing_sections(mode, sections)
+    if missing:
+        raise ModelFormatError(f"missing section '{missing[0]}' (required for {mode} models)")
+    typed = {name: validate_section(name, payload) for name, payload in sections.items()}
+    contract = ModelContract(mode, **typed)
+    if contract.model.mode != mode:
+        raise ModelFormatError(f"mode is '{mode}' but section 'model' has mode "
+                               f"'{contract.model.mode}'")
+    if mode == "static":
+        for k, plan in enumerate(contract.static_plans()):
+            section, prefix = ("gears", f"plans[{k}].") if contract.gears else ("tasks", "")
+            check_static_plan(plan, section, prefix, weight_sizes)
+    else:
+        check_exec_graph(contract)
+    return contract
+
+
+def check_static_plan(plan: StaticPlan, section: str, prefix: str,
+                      weight_sizes: Mapping[str, int] | None) -> None:
+    """Hold every task of ``plan`` to the memory its model owns (see the module doc)."""
+    mp = plan.memory_plan
+    limits = {Region.ARENA: mp.arena_bytes, Region.WEIGHTS: mp.weights_bytes}
+    c = Checker(section)
+    for s, tl in enumerate(plan.tasks.lists):
+        for i, task in enumerate(tl):
+            w = f"{prefix}{'tasks.' if prefix else ''}lists[{s}][{i}]"
+            label = f" (node '{task.node}')" if isinstance(task, KernelTask) else ""
+            for field_, op in task.operands():
+                end = op.offset + op.nbytes
+                if end > limits[op.region]:
+                    c.fail(f"{w}.{field_}", f"{label.strip()} points to bytes [{op.offset}, {end}) "
+                                            f"of the {op.region.value}, which has "
+                                            f"{limits[op.region]} bytes")
+            if isinstance(task, KernelTask):
+                if task.tiling >= len(plan.tiling.entries):
+                    c.fail(f"{w}.tiling", f"{label.strip()} is entry {task.tiling}, but the tiling "
+                                          f"section has {len(plan.tiling.entries)} entries")
+                ws = task.workspace
+                if ws is not None and (ws.region is not Region.ARENA or ws.offset + ws.size > mp.arena_bytes):
+                    c.fail(f"{w}.workspace", f"{label.strip()} bytes [{ws.offset}, {ws.offset + ws.size}) "
+                                             f"of the {ws.region.value} are not inside the arena "
+                                             f"({mp.arena_bytes} bytes)")
+            elif isinstance(task, CopyTask):
+                ios = plan.inputs if task.kind is TaskKind.MEMCPY_H2D else plan.outputs
+                what = "input" if task.kind is TaskKind.MEMCPY_H2D else "output"
+                if task.binding >= len(ios):
+                    c.fail(f"{w}.binding", f"is {what} {task.binding}, but the model has "
+                                           f"{len(ios)} {what}s")
+                io = ios[task.binding]
+                if io.dtype != task.operand.dtype or list(io.shape or ()) != list(task.operand.shape):
+                    c.fail(w, f"copies {task.operand.dtype}{list(task.operand.shape)} for {what} "
+                              f"'{io.name}', which is {io.dtype}{list(io.shape or ())}")
+    for i, rec in enumerate(mp.weights):
+        if weight_sizes is None:
+            break
+        size = weight_sizes.get(rec.name)
+        where = f"{prefix}memory_plan.weights[{i}]" if prefix else f"weights[{i}]"
+        cm = c if prefix else Checker("memory_plan")
+        if size is None:
+            cm.fail(where, f"places weight '{rec.name}', which the model does not store")
+        if size != rec.size:
+            cm.fail(where, f"gives weight '{rec.name}' {rec.size} bytes; it has {size}")
+
+
+def check_exec_graph(contract: ModelContract) -> None:
+    """The execute graph's inputs and outputs are the model's."""
+    eg, model = contract.exec_graph, contract.model
+    c = Checker("exec_graph")
+    for key, ios in (("inputs", model.inputs), ("outputs", model.outputs)):
+        names = [io.name for io in ios]
+        if getattr(eg, key) != names:
+            c.fail(key, f"are {getattr(eg, key)}, but section 'model' says {names}")

@@ -1,0 +1,56 @@
+"""The op catalogue: every op aircc knows, its opset ranges, and what runs it on a backend.
+
+``aircc ops`` prints it.  An op version runs ``native`` (a kernel of the backend),
+``control`` (an op with bodies, run as control tasks), or ``fallback`` (onnx's
+reference implementation in the device path, for default-domain ops the backend
+has no kernel for).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .backend import KernelBackend
+from .fallback import fallback_ops
+from .registry import all_definitions
+from .traits import Trait
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One version range of one op."""
+
+    domain: str
+    op: str
+    since: int
+    until: int | None
+    """The last opset of this range (None: still current)."""
+    kind: str
+
+    def span(self) -> str:
+        return f"{self.since}-{self.until}" if self.until is not None else f"{self.since}+"
+
+
+def op_table(backend: KernelBackend) -> list[OpRow]:
+    """Every op version range, sorted by domain, op and version."""
+    rows: list[tuple[str, str, int, str]] = []
+    for d in all_definitions():
+        if d.has(Trait.DEVICE_TASK):
+            continue
+        kind = "control" if d.has(Trait.CONTROL_FLOW) else "native"
+        rows.append((d.domain, d.name, d.since, kind))
+    first_native: dict[tuple[str, str], int] = {}
+    for domain, name, since, _ in rows:
+        first_native[(domain, name)] = min(since, first_native.get((domain, name), since))
+    rows += [("", name, since, "fallback") for name, since in fallback_ops()
+             if since < first_native.get(("", name), 10**9)]
+    rows.sort()
+    starts: dict[tuple[str, str], list[int]] = {}
+    for domain, name, since, _ in rows:
+        starts.setdefault((domain, name), []).append(since)
+    out = []
+    for domain, name, since, kind in rows:
+        later = [v for v in starts[(domain, name)] if v > since]
+        if kind == "native" and backend.impl(name, since, domain).native is False:
+            kind = "fallback"
+        out.append(OpRow(domain, name, since, later[0] - 1 if later else None, kind))
+    return out
