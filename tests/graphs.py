@@ -63,3 +63,52 @@ def run_ir(graph, feeds: dict) -> dict:
         impl.kernel(ins, outs, node.attrs, tiling, ws)
         env.update(zip(node.outputs, outs))
     return {o: env[o] for o in graph.outputs}
+
+
+def if_model(opset=17) -> onnx.ModelProto:
+    """y = If(sum(x) > 0) 2x else -x."""
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then_branch", [],
+                               [tensor("t", [2, 3])],
+                               [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else_branch", [],
+                               [tensor("e", [2, 3])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    return model(nodes, [tensor("x", [2, 3])], [tensor("y", [2, 3])],
+                 [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])], opset)
+
+
+def loop_if_model(two_branches: bool = False) -> onnx.ModelProto:
+    """y = Loop(M) { h = tanh(h @ W + b) [+ sigmoid(h @ W2)] }; out = If(sum(h) > 0) 2h else -h."""
+    rng = np.random.default_rng(7)
+    w = helper.make_tensor("W", TensorProto.FLOAT, [8, 8], (rng.standard_normal((8, 8)) * 0.5).ravel())
+    b = helper.make_tensor("b", TensorProto.FLOAT, [8], rng.standard_normal(8).ravel())
+    w2 = helper.make_tensor("W2", TensorProto.FLOAT, [8, 8], (rng.standard_normal((8, 8)) * 0.5).ravel())
+    body_nodes = [helper.make_node("MatMul", ["h_in", "W"], ["mm"]),
+                  helper.make_node("Add", ["mm", "b"], ["pre"]),
+                  helper.make_node("Tanh", ["pre"], ["t"]),
+                  helper.make_node("Identity", ["cond_in"], ["cond_out"])]
+    if two_branches:
+        body_nodes += [helper.make_node("MatMul", ["h_in", "W2"], ["mm2"]),
+                       helper.make_node("Sigmoid", ["mm2"], ["s"]),
+                       helper.make_node("Add", ["t", "s"], ["h_out"])]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["t"], ["h_out"]))
+    body = helper.make_graph(body_nodes, "loop_body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                              tensor("h_in", [2, 8])],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                              tensor("h_out", [2, 8])])
+    then_g = helper.make_graph([helper.make_node("Add", ["h", "h"], ["r_then"])], "then_branch", [],
+                               [tensor("r_then", [2, 8])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["r_else"])], "else_branch", [],
+                               [tensor("r_else", [2, 8])])
+    nodes = [helper.make_node("Loop", ["M", "", "x"], ["h"], body=body),
+             helper.make_node("ReduceSum", ["h"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g)]
+    inputs = [helper.make_tensor_value_info("M", TensorProto.INT64, []), tensor("x", [2, 8])]
+    return model(nodes, inputs, [tensor("y", [2, 8])],
+                 [w, b, w2, helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])], 17)

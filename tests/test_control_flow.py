@@ -4,7 +4,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -12,7 +11,7 @@ import aircc
 from aircc.compiler.driver import CompileOptions, compile_model, optimize
 from aircc.compiler.ir.verifier import verify
 from aircc.formats import dump_om, load_om
-from graphs import model, tensor
+from graphs import if_model, loop_if_model, model, tensor
 
 
 def _node_cases():
@@ -70,26 +69,13 @@ def test_known_gaps_still_fail_with_a_shape_error():
                 aircc.compile(case.model)
 
 
-def _if_model(opset=17):
-    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then_branch", [],
-                               [tensor("t", [2, 3])],
-                               [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])])
-    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else_branch", [],
-                               [tensor("e", [2, 3])])
-    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
-             helper.make_node("Greater", ["s", "zero"], ["c"]),
-             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
-    return model(nodes, [tensor("x", [2, 3])], [tensor("y", [2, 3])],
-                 [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])], opset)
-
-
 def test_if_infers_through_both_branches_and_folds_a_constant_condition():
-    g = optimize(_if_model(), CompileOptions())
+    g = optimize(if_model(), CompileOptions())
     verify(g)
     assert [n.op for n in g.nodes][-1] == "If"
     assert g.types["y"].shape == (2, 3)
     # the same If on a constant condition is inlined
-    m = _if_model()
+    m = if_model()
     m.graph.node[1].CopyFrom(helper.make_node("Constant", [], ["c"],
                                               value=helper.make_tensor("v", TensorProto.BOOL, [], [False])))
     g = optimize(m, CompileOptions())
@@ -98,53 +84,18 @@ def test_if_infers_through_both_branches_and_folds_a_constant_condition():
 
 @pytest.mark.parametrize("mode", ["dynamic"])
 def test_if_runs_both_ways(mode, device):
-    m = aircc.load(aircc.compile(_if_model(), mode=mode).om, device=device)
+    m = aircc.load(aircc.compile(if_model(), mode=mode).om, device=device)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(m.run({"x": x})["y"], x * 2)
     np.testing.assert_array_equal(m.run({"x": -x - 1})["y"], x + 1)
     m.close()
 
 
-def _loop_if_model(two_branches: bool = False) -> onnx.ModelProto:
-    """y = Loop(M) { h = tanh(h @ W + b) [+ sigmoid(h @ W2)] }; out = If(sum(h) > 0) 2h else -h."""
-    rng = np.random.default_rng(7)
-    w = helper.make_tensor("W", TensorProto.FLOAT, [8, 8], (rng.standard_normal((8, 8)) * 0.5).ravel())
-    b = helper.make_tensor("b", TensorProto.FLOAT, [8], rng.standard_normal(8).ravel())
-    w2 = helper.make_tensor("W2", TensorProto.FLOAT, [8, 8], (rng.standard_normal((8, 8)) * 0.5).ravel())
-    body_nodes = [helper.make_node("MatMul", ["h_in", "W"], ["mm"]),
-                  helper.make_node("Add", ["mm", "b"], ["pre"]),
-                  helper.make_node("Tanh", ["pre"], ["t"]),
-                  helper.make_node("Identity", ["cond_in"], ["cond_out"])]
-    if two_branches:
-        body_nodes += [helper.make_node("MatMul", ["h_in", "W2"], ["mm2"]),
-                       helper.make_node("Sigmoid", ["mm2"], ["s"]),
-                       helper.make_node("Add", ["t", "s"], ["h_out"])]
-    else:
-        body_nodes.append(helper.make_node("Identity", ["t"], ["h_out"]))
-    body = helper.make_graph(body_nodes, "loop_body",
-                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-                              helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-                              tensor("h_in", [2, 8])],
-                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-                              tensor("h_out", [2, 8])])
-    then_g = helper.make_graph([helper.make_node("Add", ["h", "h"], ["r_then"])], "then_branch", [],
-                               [tensor("r_then", [2, 8])])
-    else_g = helper.make_graph([helper.make_node("Neg", ["h"], ["r_else"])], "else_branch", [],
-                               [tensor("r_else", [2, 8])])
-    nodes = [helper.make_node("Loop", ["M", "", "x"], ["h"], body=body),
-             helper.make_node("ReduceSum", ["h"], ["total"], keepdims=0),
-             helper.make_node("Greater", ["total", "zero"], ["positive"]),
-             helper.make_node("If", ["positive"], ["y"], then_branch=then_g, else_branch=else_g)]
-    inputs = [helper.make_tensor_value_info("M", TensorProto.INT64, []), tensor("x", [2, 8])]
-    return model(nodes, inputs, [tensor("y", [2, 8])],
-                 [w, b, w2, helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])], 17)
-
-
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 def test_loop_then_if_matches_onnxruntime(mode, device):
     import onnxruntime as ort
 
-    proto = _loop_if_model()
+    proto = loop_if_model()
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     compiled = aircc.compile(proto, mode=mode)
     assert compiled.report["mode"] == mode
@@ -167,7 +118,7 @@ def test_loop_then_if_matches_onnxruntime(mode, device):
 
 
 def test_static_control_flow_is_device_side():
-    om = aircc.compile(_loop_if_model(), mode="static").om
+    om = aircc.compile(loop_if_model(), mode="static").om
     kinds = {t["kind"] for lst in om.sections["tasks"]["lists"] for t in lst}
     assert {"label", "goto", "switch"} <= kinds
     ops = {t["op"] for lst in om.sections["tasks"]["lists"] for t in lst if t["kind"] == "kernel"}
@@ -175,7 +126,7 @@ def test_static_control_flow_is_device_side():
 
 
 def test_static_if_model_reports_one_host_submission_per_inference(device):
-    m = aircc.load(aircc.compile(_if_model(), mode="static").om, device=device)
+    m = aircc.load(aircc.compile(if_model(), mode="static").om, device=device)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     for k in range(5):
         m.run({"x": x if k % 2 else -x - 1})
@@ -186,7 +137,7 @@ def test_static_if_model_reports_one_host_submission_per_inference(device):
 def test_loop_body_on_two_streams_runs_without_races(device):
     from schedule_check import unordered_dependencies
 
-    proto = _loop_if_model(two_branches=True)
+    proto = loop_if_model(two_branches=True)
     om = aircc.compile(proto, mode="static", min_branch_bytes=0, split_matrix_branches=True).om
     tasks = om.sections["tasks"]
     body_streams = {s for s, lst in enumerate(tasks["lists"]) for t in lst

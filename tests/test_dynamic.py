@@ -240,9 +240,9 @@ def test_replay_runs_a_known_shape_with_one_submission_and_the_same_outputs(bert
 
 
 def test_models_with_control_flow_do_not_replay(device):
-    from test_control_flow import _loop_if_model
+    from graphs import loop_if_model
 
-    m = aircc.load(aircc.compile(_loop_if_model(), mode="dynamic").om, device=device)
+    m = aircc.load(aircc.compile(loop_if_model(), mode="dynamic").om, device=device)
     feeds = {"M": np.array(3, np.int64), "x": np.ones((2, 8), np.float32)}
     m.run(feeds), m.run(feeds)
     assert m.run_stats()["replays"] == 0          # the host must read the condition each run

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 
 import aircc
 from aircc.compiler.context import CompileContext

@@ -12,7 +12,7 @@ from aircc.compiler.ir.verifier import verify
 from aircc.compiler.passes.infer_shapes import infer_shapes
 from aircc.compiler.passes.pipeline import run_pipeline
 from aircc.errors import ModelImportError, VerificationError
-from graphs import const, diamond, model, tensor
+from graphs import diamond, model, tensor
 from testdata import light_path
 
 

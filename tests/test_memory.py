@@ -1,6 +1,7 @@
 """The static memory planner."""
 from __future__ import annotations
 
+import onnx
 import pytest
 
 from aircc.compiler.driver import CompileOptions, compile_model

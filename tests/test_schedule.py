@@ -1,7 +1,6 @@
 """Stream assignment, event insertion and pruning."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import aircc

@@ -1,0 +1,111 @@
+"""The walls between the packages, checked on the source tree's imports.
+
+- ``compiler/`` and ``executor/`` both stand on ``ops/`` and never import each other;
+- ``ops/`` imports neither of them, ``formats/`` none of the three;
+- no module imports a name starting with ``_`` from another module (nor a module whose
+  name starts with ``_``);
+- no source file is much over 400 lines.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "aircc"
+SOURCE_DIRS = ("compiler", "executor", "ops", "formats", "cli")
+#: Package -> packages of aircc it must not import.
+WALLS = {
+    "compiler": ("executor",),
+    "executor": ("compiler",),
+    "ops": ("compiler", "executor", "formats", "cli"),
+    "formats": ("compiler", "executor", "ops", "cli"),
+}
+MAX_LINES = 420
+
+
+def python_files(*dirs: str) -> list[Path]:
+    out = []
+    for d in dirs:
+        for path in sorted((ROOT / d).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                out.append(path)
+    return out
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([PACKAGE, *parts])
+
+
+def imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """(imported module, names imported from it, line) of every import in a file, relative
+    imports resolved."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.append((mod, [a.name for a in node.names], node.lineno))
+    return out
+
+
+def test_the_walk_sees_the_imports_it_must_judge():
+    """The walk resolves relative imports and reads function-level ones (so the checks
+    below could fail)."""
+    found = {mod for mod, _, _ in imports(ROOT / "compiler" / "driver.py")}
+    assert "aircc.compiler.passes.pipeline" in found and "aircc.formats" in found
+    found = {mod for mod, _, _ in imports(ROOT / "executor" / "runtime" / "loader.py")}
+    assert "aircc.executor.runtime.dynamic_model" in found     # imported inside a function
+
+
+@pytest.mark.parametrize("package", sorted(WALLS))
+def test_packages_do_not_import_across_their_walls(package):
+    crossings = []
+    for path in python_files(package):
+        for mod, names, line in imports(path):
+            for other in WALLS[package]:
+                if mod == f"{PACKAGE}.{other}" or mod.startswith(f"{PACKAGE}.{other}.") \
+                        or (mod == PACKAGE and other in names):
+                    crossings.append(f"{path.relative_to(ROOT)}:{line} imports {mod}")
+    assert not crossings, "\n".join(crossings)
+
+
+def test_no_module_imports_private_names_of_another():
+    files = python_files(*SOURCE_DIRS, "tests", "benchmarks", "samples") + \
+        [ROOT / f for f in os.listdir(ROOT) if f.endswith(".py")]
+    local = {p.stem for p in python_files("tests", "benchmarks", "samples")}   # their helpers
+    found = []
+    for path in files:
+        for mod, names, line in imports(path):
+            if not (mod == PACKAGE or mod.startswith(f"{PACKAGE}.") or mod in local):
+                continue               # other libraries' internals are their business
+            private_module = any(p.startswith("_") and p != "__init__" for p in mod.split("."))
+            private_names = [n for n in names if n.startswith("_")]
+            if private_module or private_names:
+                found.append(f"{path.relative_to(ROOT)}:{line} imports "
+                             f"{private_names or ''} from {mod}")
+    assert not found, "\n".join(found)
+
+
+def test_no_source_file_is_much_over_400_lines():
+    long = [f"{p.relative_to(ROOT)}: {n} lines"
+            for p in python_files(*SOURCE_DIRS) + [ROOT / "__init__.py", ROOT / "config.py",
+                                                   ROOT / "errors.py", ROOT / "backend.py"]
+            if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert not long, "\n".join(long)
