@@ -126,7 +126,9 @@ def assemble(flags: int, sections: list[tuple[int, int, list[Any]]]) -> tuple[in
     return total, out
 
 
-def _weight_chunks(weights: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+def weight_chunks(weights: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The weight table and the byte chunks of the weights section (each weight 64-aligned,
+    little-endian); TypeError naming a weight the format cannot store."""
     table, chunks, pos = [], [], 0
     for name, arr in weights.items():
         if not isinstance(name, str):
@@ -166,7 +168,7 @@ def _build(om: OmFile) -> tuple[int, list[Any]]:
             raise TypeError(f"section '{name}' does not survive a msgpack round trip "
                             f"(e.g. a list or tuple used as a dict key): {exc.__cause__}") from exc
     om.contract = parse_sections(om.mode, decoded, _weight_sizes(om.weights))
-    table, wchunks = _weight_chunks(om.weights)
+    table, wchunks = weight_chunks(om.weights)
     encoded["weight_table"] = encode_payload("weight_table", table)
     sections = [(SECTION_KINDS[n], 0, [b]) for n, b in encoded.items()]
     sections.append((WEIGHTS_DATA, 0, wchunks))

@@ -1,15 +1,9 @@
 """Shared fixtures (a session device) and the conformance summary; models: ``testdata``."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import testdata  # noqa: F401  (puts the sample builders on sys.path)
-
-# the Winograd mode's thresholds of AVX2 BLAS kernels, whatever the BLAS of the machine
-# running the tests (and of the compilers they start): tile choices mean the same everywhere
-os.environ["AIRCC_VECTOR_CLASS"] = "avx2"
 
 
 @pytest.fixture

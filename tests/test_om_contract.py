@@ -1,0 +1,207 @@
+"""The .om contract on real compiled models: a file whose sections disagree with each other
+(an operand outside the memory its model owns, an index past its table, a kind outside the
+closed sets) is refused by the writer and by the reader with a ModelFormatError that names
+the section and the field, and the next load works."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import aircc
+from aircc.errors import ModelFormatError
+from aircc.formats import OmFile, dump_om, load_om
+from aircc.formats import om as omod
+from aircc.formats.payload import encode_payload
+from graphs import const, loop_if_model, model, tensor
+from testdata import SAMPLES
+
+
+def forge(om: OmFile) -> bytes:
+    """The bytes of ``om`` written without the writer's checks (the checksums are right)."""
+    table, chunks = omod.weight_chunks(om.weights)
+    secs = [(omod.SECTION_KINDS[n], 0, [encode_payload(n, p)]) for n, p in om.sections.items()]
+    secs += [(omod.WEIGHT_TABLE, 0, [encode_payload("weight_table", table)]),
+             (omod.WEIGHTS_DATA, 0, chunks)]
+    secs.sort(key=lambda s: s[0])
+    return b"".join(omod.assemble(omod.FLAG_DYNAMIC if om.mode == "dynamic" else 0, secs)[1])
+
+
+def refused(om: OmFile, mutate, fragment: str) -> str:
+    """Mutate a copy of ``om``'s sections; writer, reader and loader all refuse it."""
+    bad = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)
+    mutate(bad.sections)
+    with pytest.raises(ModelFormatError) as written:
+        dump_om(bad)
+    with pytest.raises(ModelFormatError) as read:
+        load_om(forge(bad))
+    with pytest.raises(ModelFormatError):
+        aircc.load(forge(bad))
+    for e in (written, read):
+        assert fragment in str(e.value), str(e.value)
+    return str(read.value)
+
+
+@pytest.fixture(scope="module")
+def conv_model():
+    """A static model with a weight, a workspace and both copies: conv (3x3) + relu."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+               helper.make_node("Relu", ["c"], ["y"])],
+              [tensor("x", [1, 3, 8, 8])], [tensor("y", [1, 4, 8, 8])], [const("w", w)])
+    return aircc.compile(m, target="cpu-avx2").om
+
+
+def _kernels(sections: dict) -> list[tuple[int, int, dict]]:
+    return [(s, i, t) for s, tl in enumerate(sections["tasks"]["lists"]) for i, t in enumerate(tl)
+            if t["kind"] == "kernel"]
+
+
+def _first(sections: dict, kind: str, **match) -> tuple[int, int, dict]:
+    return next((s, i, t) for s, tl in enumerate(sections["tasks"]["lists"]) for i, t in enumerate(tl)
+                if t["kind"] == kind and all(t.get(k) == v for k, v in match.items()))
+
+
+def test_the_compiled_model_is_valid(conv_model):
+    o = load_om(dump_om(conv_model))
+    contract = o.parsed()
+    assert contract.tasks.count == sum(len(tl) for tl in contract.tasks.lists)
+    kinds = {t.kind.value for tl in contract.tasks.lists for t in tl}
+    assert {"kernel", "memcpy_h2d", "memcpy_d2h"} <= kinds
+    assert any(t.workspace for tl in contract.tasks.lists for t in tl if t.kind.value == "kernel")
+
+
+def test_an_output_past_the_arena_is_refused(conv_model):
+    s, i, t = _kernels(conv_model.sections)[-1]
+    arena = conv_model.sections["memory_plan"]["arena_bytes"]
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["outputs"][0]["offset"] = arena - 4
+    msg = refused(conv_model, mutate, f"section 'tasks': lists[{s}][{i}].outputs[0]")
+    assert f"(node '{t['node']}')" in msg and f"of the arena, which has {arena} bytes" in msg
+
+
+def test_a_read_past_the_weights_is_refused(conv_model):
+    s, i, t = next(k for k in _kernels(conv_model.sections) if k[2]["op"] == "Conv")
+    j = next(j for j, o in enumerate(t["inputs"]) if o and o["mem"] == "weights")
+    wbytes = conv_model.sections["memory_plan"]["weights_bytes"]
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["inputs"][j]["offset"] = wbytes
+    refused(conv_model, mutate, f"lists[{s}][{i}].inputs[{j}] (node '{t['node']}') points to bytes "
+                                f"[{wbytes}, ")
+
+
+def test_a_negative_offset_is_refused(conv_model):
+    s, i, _ = _kernels(conv_model.sections)[0]
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["inputs"][0]["offset"] = -64
+    refused(conv_model, mutate, f"lists[{s}][{i}].inputs[0].offset must be an int >= 0")
+
+
+def test_a_workspace_outside_the_arena_is_refused(conv_model):
+    s, i, t = next(k for k in _kernels(conv_model.sections) if k[2]["workspace"])
+    arena = conv_model.sections["memory_plan"]["arena_bytes"]
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["workspace"]["offset"] = arena
+    refused(conv_model, mutate, f"lists[{s}][{i}].workspace (node '{t['node']}')")
+
+    def into_weights(sec):
+        sec["tasks"]["lists"][s][i]["workspace"]["mem"] = "weights"
+    refused(conv_model, into_weights, "of the weights are not inside the arena")
+
+
+def test_a_tiling_index_past_the_table_is_refused(conv_model):
+    s, i, _ = _kernels(conv_model.sections)[0]
+    n = len(conv_model.sections["tiling"]["entries"])
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["tiling"] = n
+    refused(conv_model, mutate, f"lists[{s}][{i}].tiling")
+
+
+def test_copies_serve_existing_bindings_of_their_shape(conv_model):
+    s, i, _ = _first(conv_model.sections, "memcpy_h2d")
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["binding"] = 3
+    refused(conv_model, mutate, f"lists[{s}][{i}].binding is input 3, but the model has 1 inputs")
+
+    def reshape(sec):
+        sec["tasks"]["lists"][s][i]["dst"]["shape"] = [1, 3, 8, 4]
+    refused(conv_model, reshape, "for input 'x', which is float32[1, 3, 8, 8]")
+
+
+def test_a_task_kind_outside_the_closed_set_is_refused(conv_model):
+    s, i, _ = _kernels(conv_model.sections)[0]
+
+    def mutate(sec):
+        sec["tasks"]["lists"][s][i]["kind"] = "exec"
+    refused(conv_model, mutate, f"section 'tasks': lists[{s}][{i}].kind must be one of")
+
+
+def test_a_weight_of_another_size_is_refused(conv_model):
+    def mutate(sec):
+        sec["memory_plan"]["weights"][0]["size"] += 4
+    refused(conv_model, mutate, "section 'memory_plan': weights[0] gives weight")
+
+
+@pytest.fixture(scope="module")
+def dynamic_model():
+    return aircc.compile(f"{SAMPLES}/mlp.onnx", target="cpu-avx2").om
+
+
+def _host_kernel(sections: dict, kind: str) -> int:
+    return next(k for k, h in enumerate(sections["exec_graph"]["kernels"]) if h["kind"] == kind)
+
+
+def test_dynamic_model_is_valid(dynamic_model):
+    contract = load_om(dump_om(dynamic_model)).parsed()
+    assert contract.mode == "dynamic" and contract.exec_graph.kernels
+
+
+def test_a_host_kernel_of_an_unknown_kind_is_refused(dynamic_model):
+    k = _host_kernel(dynamic_model.sections, "launch")
+
+    def mutate(sec):
+        sec["exec_graph"]["kernels"][k]["kind"] = "run_python"
+    refused(dynamic_model, mutate, f"section 'exec_graph': kernels[{k}].kind must be one of")
+
+
+def test_host_kernel_ids_within_their_counts(dynamic_model):
+    eg = dynamic_model.sections["exec_graph"]
+    k = _host_kernel(dynamic_model.sections, "launch")
+    n = len(eg["nodes"])
+
+    def node(sec):
+        sec["exec_graph"]["kernels"][k]["node"] = n
+    refused(dynamic_model, node, f"kernels[{k}].node must be an int in [0, {n})")
+
+    def stream(sec):
+        sec["exec_graph"]["kernels"][k]["stream"] = eg["streams"]
+    refused(dynamic_model, stream, f"kernels[{k}].stream must be an int in [0, {eg['streams']})")
+
+    a = _host_kernel(dynamic_model.sections, "alloc")
+
+    def value(sec):
+        sec["exec_graph"]["kernels"][a]["values"] = ["nobody"]
+    refused(dynamic_model, value, f"kernels[{a}].values[0] names value 'nobody'")
+
+
+def test_a_control_kernel_must_run_control_flow():
+    om = aircc.compile(loop_if_model(), mode="dynamic", target="cpu-avx2").om
+    eg = om.sections["exec_graph"]
+    k = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "control")
+    relu = next(n for n, node in enumerate(eg["nodes"]) if node["op"] == "ReduceSum")
+    bad = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)
+    bad.sections["exec_graph"]["kernels"][k]["node"] = relu
+    with pytest.raises(ModelFormatError, match=f"kernels\\[{k}\\].node is node {relu}"):
+        aircc.load(forge(bad))
+    with aircc.load(om) as good:                             # the next load works
+        assert good.run({"M": np.array(2, np.int64),
+                         "x": np.ones((2, 8), np.float32)})["y"].shape == (2, 8)
