@@ -112,3 +112,21 @@ def loop_if_model(two_branches: bool = False) -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info("M", TensorProto.INT64, []), tensor("x", [2, 8])]
     return model(nodes, inputs, [tensor("y", [2, 8])],
                  [w, b, w2, helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])], 17)
+
+
+def concat_model(batch: int, width: int = 1000) -> "onnx.ModelProto":
+    """x -> four parallel branches (a, b, c on their own, d read twice) -> Concat(a, b, c, d)
+    along the channels, and d also concatenated a second time with a."""
+    from graphs import const
+
+    nodes, inits = [], []
+    for k, name in enumerate("abcd"):
+        inits.append(const(f"k{k}", np.full([width], k + 1.0, np.float32)))
+        nodes.append(helper.make_node("Mul", ["x", f"k{k}"], [f"m{k}"], name=f"mul{k}"))
+        nodes.append(helper.make_node("Tanh", [f"m{k}"], [name], name=f"tanh{k}"))
+    nodes.append(helper.make_node("Concat", ["a", "b", "c", "d"], ["cat"], axis=1, name="cat"))
+    nodes.append(helper.make_node("Concat", ["d", "a"], ["cat2"], axis=-1, name="cat2"))
+    nodes.append(helper.make_node("Relu", ["cat"], ["y"], name="relu"))
+    nodes.append(helper.make_node("Relu", ["cat2"], ["y2"], name="relu2"))
+    return model(nodes, [tensor("x", [batch, 1, width])],
+                 [tensor("y", [batch, 4, width]), tensor("y2", [batch, 1, 2 * width])], inits)

@@ -1,19 +1,14 @@
 """GEMM with accumulate, per-tap Conv on packed weights, pack-weights, the cube engine."""
 from __future__ import annotations
 
-import threading
-import time
 
-import aircc
 import numpy as np
-import onnxruntime as ort
 import pytest
 from aircc.errors import ShapeInferenceError
-from aircc.executor.device.device import VirtualDevice
 from aircc.executor.kernels import blas
 from aircc.executor.kernels.conv import choice as conv_choice
-from aircc.ops import InferContext, KernelImpl, TensorType, op_def, resolve_target
-from graphs import const, model, tensor
+from aircc.ops import InferContext, TensorType, op_def, resolve_target
+from graphs import tensor
 from kernel_harness import BACKEND, TARGET
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
@@ -213,74 +208,6 @@ def test_packed_layout_shape_rule_and_refusals():
 
 
 # ---------------------------------------------------------------- pack-weights in the compiler
-def _conv_net(channels: int, group: int = 1, size: int = 10):
-    inits = [const("W1", rand(channels, channels // group, 3, 3)), const("B1", rand(channels)),
-             const("W2", rand(channels, channels, 1, 1)), const("W3", rand(channels, channels // group, 3, 3))]
-    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["a"], pads=[1, 1, 1, 1], group=group, name="c1"),
-             helper.make_node("Relu", ["a"], ["r"], name="relu"),
-             helper.make_node("Conv", ["r", "W2"], ["p"], name="c2"),
-             helper.make_node("Conv", ["p", "W3"], ["q"], pads=[1, 1, 1, 1], strides=[2, 2], group=group,
-                              name="c3"),
-             helper.make_node("Add", ["q", "q"], ["y"], name="add")]
-    half = (size + 1) // 2
-    return model(nodes, [tensor("x", [1, channels, size, size])], [tensor("y", [1, channels, half, half])],
-                 inits)
-
-
-@pytest.mark.parametrize("channels,group,size,expect,stack", [
-    (64, 1, 10, 2, False), (128, 2, 10, 2, False), (32, 1, 10, 0, False), (512, 8, 10, 0, False),
-    (64, 1, 7, 0, False), (64, 1, 7, 1, True)])
-def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(channels, group, size, expect,
-                                                                            stack, monkeypatch):
-    """Packed per tap: 64+ channels per group, few groups, outputs wide enough; at 7 x 7 (3x3
-    rows 9 wide for 7 outputs) the weights stay for the wide mode's exact columns, unless
-    the stacked mode (stride 1 only here: c1) takes the conv.  (These convs are small
-    enough for the wide mode: the size rule is off here, and tested on its own below.)"""
-    monkeypatch.setattr(conv_choice, "TAPS_MIN_MACS", 0)
-    if stack:
-        monkeypatch.setattr(conv_choice, "STACKED_MAX_CHANNEL_SHARE", 1.0)
-    m = _conv_net(channels, group, size)
-    compiled = aircc.compile(m, streams=1)
-    assert compiled.report["packed_conv_weights"] == expect
-    if size == 7:
-        for n in compiled.graph.nodes:
-            if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":
-                t = CONV.tile([compiled.graph.types[i] for i in n.inputs], n.attrs, TARGET)
-                if stack and n.name == "c1":
-                    assert t["mode"] == "stacked"
-                else:
-                    assert t["mode"] == "wide" and t["exact"]
-    convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
-    layouts = sorted(n.attrs.get("weight_layout", "OIHW") for n in convs)
-    assert layouts.count("HWOI") == expect
-    for n in convs:
-        if n.attrs.get("weight_layout") == "HWOI":
-            kh, kw, mo, cg = compiled.graph.constants[n.inputs[1]].shape
-            assert (kh, kw, mo, cg) == (3, 3, channels, channels // group)
-    x = rand(1, channels, size, size)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = sess.run(None, {"x": x})[0]
-    got = aircc.load(compiled.om).run({"x": x})["y"]
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
-
-
-def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
-    """Below TAPS_MIN_MACS multiply-adds one im2col GEMM beats nine per-tap GEMM calls:
-    a 64 -> 48 conv at 14 x 14 (5.4 M) keeps ONNX's layout and runs wide; at 56 x 56
-    (87 M) it is packed and runs per tap (48 outputs: too few for Winograd); both equal
-    onnxruntime."""
-    for size, packed in ((14, 0), (56, 1)):
-        w = const("W", rand(48, 64, 3, 3))
-        m = model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
-                  [tensor("x", [1, 64, size, size])], [tensor("y", [1, 48, size, size])], [w])
-        compiled = aircc.compile(m, streams=1)
-        assert compiled.report["packed_conv_weights"] == packed
-        conv = next(n for n in compiled.graph.nodes if n.op == "Conv")
-        mode = CONV.tile([compiled.graph.types[i] for i in conv.inputs], conv.attrs, TARGET)["mode"]
-        assert mode == ("taps" if packed else "wide")
-        x = rand(1, 64, size, size)
-        expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-        np.testing.assert_allclose(aircc.load(compiled.om).run({"x": x})["y"], expected, rtol=1e-4, atol=1e-4)
 
 
 def test_the_backends_layout_rule_packs_what_pack_weights_packs_for_the_target():
@@ -302,32 +229,6 @@ def test_the_backends_layout_rule_packs_what_pack_weights_packs_for_the_target()
 
 
 # ---------------------------------------------------------------- the cube engine
-def test_cube_kernels_of_different_streams_take_turns_vector_kernels_do_not():
-    dev = VirtualDevice(1 << 20)
-    try:
-        for engine, expect_overlap in (("cube", False), ("vector", True)):
-            spans, barrier = [], threading.Barrier(2)
-
-            def kernel(ins, outs, attrs, tiling, ws, spans=spans):
-                t0 = time.perf_counter()
-                time.sleep(0.05)
-                spans.append((t0, time.perf_counter()))
-
-            probe = KernelImpl("Probe", 1, "", kernel)
-            calls = [dev.engine_call(probe, engine, [], [], {}, {}, None) for _ in range(2)]
-
-            def go(call):
-                barrier.wait()
-                call()
-            threads = [threading.Thread(target=go, args=(c,)) for c in calls]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            (a0, a1), (b0, b1) = sorted(spans)
-            assert (b0 < a1) == expect_overlap, (engine, spans)
-    finally:
-        dev.close()
 
 
 def test_gemm_ops_are_on_the_cube_engine():

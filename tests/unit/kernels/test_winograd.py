@@ -2,17 +2,13 @@
 float64 convolution, the bound (prepared) form, and compiled models against onnxruntime."""
 from __future__ import annotations
 
-import aircc
 import numpy as np
-import onnxruntime as ort
 import pytest
 from aircc.executor.kernels.conv import winograd
 from aircc.ops import TensorType, resolve_target
 from aircc.ops.targets import native_target
-from graphs import const, model, tensor
 from kernel_harness import BACKEND, TARGET
 from numpy.lib.stride_tricks import sliding_window_view
-from onnx import helper
 
 RNG = np.random.default_rng(11)
 CONV = BACKEND.impl("Conv", 11)
@@ -165,24 +161,3 @@ def test_bound_form_transforms_the_weights_once_in_either_layout(layout):
     for _ in range(2):
         assert run() is None
         assert np.abs(y - expected).max() <= 2e-5 * np.abs(expected).max()
-
-
-def test_compiled_model_keeps_onnx_layout_and_matches_onnxruntime():
-    """pack-weights leaves Winograd convs in ONNX's layout; an F(4, 3) conv and an F(2, 3)
-    conv with a Relu between them equal onnxruntime's result."""
-    w1, b1, w2 = const("W1", rand(96, 64, 3, 3) * 0.1), const("B1", rand(96)), const("W2", rand(128, 96, 3, 3) * 0.1)
-    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("MaxPool", ["c1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Relu", ["p"], ["r"]),
-             helper.make_node("Conv", ["r", "W2"], ["y"], pads=[1, 1, 1, 1])]
-    m = model(nodes, [tensor("x", [1, 64, 28, 28])], [tensor("y", [1, 128, 14, 14])], [w1, b1, w2])
-    compiled = aircc.compile(m, streams=1)
-    assert compiled.report["packed_conv_weights"] == 0
-    convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
-    tiles = [CONV.tile([compiled.graph.types[i] for i in n.inputs], n.attrs, TARGET).get("tile") for n in convs]
-    assert sorted(tiles) == [2, 4]
-    x = rand(1, 64, 28, 28)
-    expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    with aircc.load(compiled.om) as loaded:
-        got = loaded.run({"x": x})["y"]
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

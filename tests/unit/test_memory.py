@@ -1,7 +1,6 @@
 """The static memory planner."""
 from __future__ import annotations
 
-import onnx
 import pytest
 
 from aircc.compiler.driver import CompileOptions, compile_model
@@ -10,7 +9,7 @@ from aircc.compiler.memory.lower_bound import heaviest_antichain, peak_live_byte
 from aircc.compiler.memory.planner import STRATEGIES, Buffer, conflicts, place, plan_memory
 from aircc.compiler.schedule.happens_before import HappensBefore
 from aircc.errors import CompileOptionError
-from graphs import diamond, model, tensor
+from graphs import concat_model, diamond, model, tensor
 from schedule_check import overlapping_live_buffers
 from onnx import helper
 
@@ -226,98 +225,16 @@ def test_one_stream_conflicts_by_sweep_equal_the_happens_before_test():
     assert sweep == exact and sum(map(len, sweep.values())) > 0
 
 
-def _concat_model(batch: int, width: int = 1000) -> "onnx.ModelProto":
-    """x -> four parallel branches (a, b, c on their own, d read twice) -> Concat(a, b, c, d)
-    along the channels, and d also concatenated a second time with a."""
-    import numpy as np
-    from graphs import const
-
-    nodes, inits = [], []
-    for k, name in enumerate("abcd"):
-        inits.append(const(f"k{k}", np.full([width], k + 1.0, np.float32)))
-        nodes.append(helper.make_node("Mul", ["x", f"k{k}"], [f"m{k}"], name=f"mul{k}"))
-        nodes.append(helper.make_node("Tanh", [f"m{k}"], [name], name=f"tanh{k}"))
-    nodes.append(helper.make_node("Concat", ["a", "b", "c", "d"], ["cat"], axis=1, name="cat"))
-    nodes.append(helper.make_node("Concat", ["d", "a"], ["cat2"], axis=-1, name="cat2"))
-    nodes.append(helper.make_node("Relu", ["cat"], ["y"], name="relu"))
-    nodes.append(helper.make_node("Relu", ["cat2"], ["y2"], name="relu2"))
-    return model(nodes, [tensor("x", [batch, 1, width])],
-                 [tensor("y", [batch, 4, width]), tensor("y2", [batch, 1, 2 * width])], inits)
-
-
-@pytest.mark.parametrize("streams", [1, 4])
-def test_concat_parts_are_written_in_place(streams):
-    import numpy as np
-    import onnxruntime as ort
-    import aircc
-
-    m = _concat_model(batch=1)
-    compiled = compile_model(m, CompileOptions(streams=streams, min_branch_bytes=0))
-    s = compiled.om.sections
-    plan = s["memory_plan"]
-    aliases = {a["name"]: a for a in plan["aliases"]}
-    # every part of the first Concat lives in its slice; "d" and "a" are taken, so the
-    # second Concat copies both
-    assert set(aliases) == {"a", "b", "c", "d"} and compiled.report["concats_in_place"] == 1
-    root = next(b for b in plan["buffers"] if b["name"] == "cat")
-    assert [aliases[p]["offset"] - root["offset"] for p in "abcd"] == [0, 4000, 8000, 12000]
-    cats = {t["node"]: t for lst in s["tasks"]["lists"] for t in lst if t.get("op") == "Concat"}
-    assert cats["cat"]["attrs"]["in_place"] == [True] * 4 and "in_place" not in cats["cat2"]["attrs"]
-    assert overlapping_live_buffers(s["tasks"], plan) == []
-    model_ = aircc.load(compiled.om)
-    x = np.linspace(-2, 2, 1000, dtype=np.float32).reshape(1, 1, 1000)
-    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    for _ in range(20):
-        out = model_.run({"x": x})
-        np.testing.assert_allclose(out["y"], ref[0], rtol=1e-6)
-        np.testing.assert_allclose(out["y2"], ref[1], rtol=1e-6)
-    model_.close()
-
-
 def test_concat_with_strided_parts_copies():
-    compiled = compile_model(_concat_model(batch=2), CompileOptions())
+    compiled = compile_model(concat_model(batch=2), CompileOptions())
     plan = compiled.om.sections["memory_plan"]
     assert plan["aliases"] == [] and compiled.report["concats_in_place"] == 0
 
 
 def test_alias_group_is_one_buffer_with_every_writer():
-    compiled = compile_model(_concat_model(batch=1), CompileOptions(streams=1))
+    compiled = compile_model(concat_model(batch=1), CompileOptions(streams=1))
     plan = compiled.om.sections["memory_plan"]
     root = next(b for b in plan["buffers"] if b["name"] == "cat")
     assert not any(b["name"] in "abcd" for b in plan["buffers"])   # placed as part of "cat"
     assert len(root["writers"]) == 5                               # four producers + the Concat
     assert root["first_task"] == min(root["writers"]) < max(root["writers"])
-
-
-def test_reshapes_are_their_inputs_bytes():
-    """Reshape / Flatten / Squeeze / Unsqueeze outputs are placed on their input (the
-    kernel copies nothing); a second reader of the input and a graph output still see
-    the right values."""
-    import numpy as np
-    import onnxruntime as ort
-    import aircc
-    from graphs import const
-
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-             helper.make_node("Reshape", ["r", "shape"], ["rs"], name="reshape"),
-             helper.make_node("Unsqueeze", ["rs", "ax"], ["u"], name="unsq"),
-             helper.make_node("Flatten", ["u"], ["f"], axis=1, name="flat"),
-             helper.make_node("Sigmoid", ["f"], ["y"], name="sig"),
-             helper.make_node("Tanh", ["r"], ["t"], name="tanh")]
-    m = model(nodes, [tensor("x", [2, 3, 4])], [tensor("y", [2, 12]), tensor("t", [2, 3, 4]),
-                                              tensor("u", [2, 1, 12])],
-              [const("shape", np.array([2, 12], np.int64)), const("ax", np.array([1], np.int64))])
-    compiled = compile_model(m, CompileOptions(streams=1))
-    plan = compiled.om.sections["memory_plan"]
-    aliases = {a["name"]: a for a in plan["aliases"]}
-    r = next(b for b in plan["buffers"] if b["name"] == "r")
-    assert {n: aliases[n]["offset"] for n in ("rs", "u", "f")} == dict.fromkeys(("rs", "u", "f"), r["offset"])
-    assert compiled.report["reshapes_in_place"] == 3
-    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
-    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    loaded = aircc.load(compiled.om)
-    for _ in range(3):
-        out = loaded.run({"x": x})
-        for name, want in zip(("y", "t", "u"), ref):
-            np.testing.assert_allclose(out[name], want, rtol=1e-6)
-    loaded.close()

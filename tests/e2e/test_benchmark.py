@@ -10,7 +10,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_benchmark_quick_run_writes_json_and_table(tmp_path):
