@@ -17,24 +17,23 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from aircc.errors import CompileOptionError, UnsupportedOpError
 
+from .targets import Target
 from .types import TensorType
-
-if TYPE_CHECKING:
-    from .targets import Target
 
 ENTRY_POINT_GROUP = "aircc.kernel_backends"
 
 Kernel = Callable[[list, list, dict, dict, Optional[np.ndarray]], None]
 """``kernel(ins, outs, attrs, tiling, workspace)``: reads ``ins``, writes ``outs`` in place."""
-Tiling = Callable[[list, dict, "Target"], dict]
+Tiling = Callable[[list, dict, Target], dict]
 """``tiling(input_types, attrs, target) -> dict``: shape-dependent launch data, msgpack-able;
-may set ``workspace`` (bytes of scratch the kernel needs)."""
+may set ``workspace`` (bytes of scratch the kernel needs).  ``target`` is the compile
+target (:class:`aircc.ops.targets.Target`)."""
 Prepare = Callable[..., Optional[Callable[[], None]]]
 """``prepare(ins, outs, attrs, tiling, workspace, constant, prepared=None) -> run() | None``:
 the kernel bound once to operands that stay where they are (a static task, a replayed
@@ -42,7 +41,7 @@ launch), with whatever follows from their shapes and from the inputs ``constant`
 (weights) worked out ahead; ``run()`` then does only the arithmetic.  An operand derived
 from weights goes in device memory through ``prepared``.  None: this use is left to
 ``kernel``."""
-LayoutRule = Callable[[list, dict, "Target"], str]
+LayoutRule = Callable[[list, dict, Target], str]
 """``layout(input_types, attrs, target) -> weight layout name`` the backend wants."""
 
 
@@ -59,7 +58,7 @@ class KernelImpl:
     native: bool = True
     """False for the fallback kernel (onnx's reference implementation in device memory)."""
 
-    def tile(self, types: list, attrs: dict, target: "Target") -> dict:
+    def tile(self, types: list, attrs: dict, target: Target) -> dict:
         """The tiling data for these input types ({} for a kernel without tiling)."""
         return self.tiling(types, attrs, target) if self.tiling is not None else {}
 
@@ -155,7 +154,7 @@ class KernelBackend:
         return chosen
 
     def weight_layout(self, op: str, types: list[TensorType | None], attrs: dict,
-                      target: "Target", domain: str = "") -> str | None:
+                      target: Target, domain: str = "") -> str | None:
         """The weight layout the backend wants for this use of ``op``; None: no preference."""
         self.load()
         rule = self._layouts.get((domain, op))

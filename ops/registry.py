@@ -13,8 +13,9 @@ Define an op with :func:`define` on its shape rule::
     def relu(ctx: InferContext) -> list[TensorType]:
         return [ctx.input_type(0)]
 
-An op that no definition covers gets the fallback definition (onnx's own node
-shape inference, :mod:`aircc.ops.fallback`) when the onnx package knows it.
+Look definitions up with :func:`aircc.ops.op_def` (:mod:`aircc.ops.lookup`), which
+also gives an op no definition covers its fallback definition (onnx's own node shape
+inference, :mod:`aircc.ops.fallback`) when the onnx package knows it.
 """
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ import importlib
 import pkgutil
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Literal, Optional, Protocol
+from typing import Callable, Iterable, Literal, Optional
 
 import numpy as np
 
-from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
+from aircc.errors import ShapeInferenceError, UnsupportedVariantError
 
 from .traits import Trait
 from .types import TensorType
@@ -115,15 +116,6 @@ class OpDef:
         return trait in self.traits
 
 
-class NodeLike(Protocol):
-    """What :func:`node_def` reads of an IR node or a node record of an .om."""
-
-    op: str
-    domain: str
-    version: int
-    name: str
-
-
 _REGISTRY: dict[tuple[str, str], list[OpDef]] = {}
 _TRAITS: dict[tuple[str, str], frozenset[Trait]] = {}
 _load_lock = threading.RLock()
@@ -157,69 +149,28 @@ def define(name: str, since: int = 1, domain: str = "", *, value_inputs: tuple[i
     return register
 
 
-def _canonical(domain: str) -> str:
+def canonical_domain(domain: str) -> str:
+    """``ai.onnx`` and ``""`` are the same (default) domain."""
     return "" if domain in ("", "ai.onnx") else domain
 
 
 def definitions(name: str, domain: str = "") -> list[OpDef]:
     """Every native definition of an op, oldest first (empty when it has none)."""
     load_definitions()
-    return list(_REGISTRY.get((_canonical(domain), name), ()))
-
-
-def op_def(name: str, version: int | None = None, domain: str = "", node: str = "",
-           fallback: bool = False) -> OpDef:
-    """The definition of ``name`` that applies at opset ``version`` (the newest ``since``
-    at or below it; the newest of all when ``version`` is None or 0).
-
-    ``fallback=True`` asks for the fallback definition (onnx's shape inference, for a
-    node whose use the native kernels do not cover); an op with no native definition
-    gets it too when onnx knows the op.  Raises :class:`UnsupportedOpError` listing the
-    known ops otherwise.
-    """
-    load_definitions()
-    domain = _canonical(domain)
-    versions = _REGISTRY.get((domain, name))
-    if fallback or not versions:
-        from .fallback import fallback_def
-
-        found = fallback_def(name, version, domain)
-        if found is not None:
-            return found
-    if not versions:
-        raise UnsupportedOpError(name, domain, version, node, known=native_ops())
-    if version is None or version <= 0:
-        return versions[-1]
-    chosen = None
-    for d in versions:
-        if d.since <= version:
-            chosen = d
-    if chosen is None:
-        raise UnsupportedOpError(name, domain, version, node,
-                                 reason=f"earliest supported version is {versions[0].since}")
-    return chosen
-
-
-def node_def(node: NodeLike, fallback: bool | None = None) -> OpDef:
-    """The definition an IR node (or an .om node record) is typed with; an IR node whose
-    ``meta["impl"]`` is ``"fallback"`` gets the fallback definition."""
-    if fallback is None:
-        meta = getattr(node, "meta", None)
-        fallback = bool(meta) and meta.get("impl") == "fallback"
-    return op_def(node.op, node.version, node.domain, node.name, fallback)
+    return list(_REGISTRY.get((canonical_domain(domain), name), ()))
 
 
 def has_trait(op: str, trait: Trait, domain: str = "") -> bool:
     """Whether any version of ``op`` (in ``domain``) has ``trait``."""
     load_definitions()
-    return trait in _TRAITS.get((_canonical(domain), op), frozenset())
+    return trait in _TRAITS.get((canonical_domain(domain), op), frozenset())
 
 
 def ops_with(trait: Trait, domain: str | None = "") -> frozenset[str]:
     """Names of the ops of ``domain`` (every domain: None) that have ``trait``."""
     load_definitions()
     return frozenset(name for (dom, name), traits in _TRAITS.items()
-                     if trait in traits and (domain is None or dom == _canonical(domain)))
+                     if trait in traits and (domain is None or dom == canonical_domain(domain)))
 
 
 def native_ops() -> list[str]:
@@ -235,7 +186,8 @@ def all_definitions() -> list[OpDef]:
 
 
 def load_definitions() -> None:
-    """Import every module of :mod:`aircc.ops.defs` once (their ``define`` calls run)."""
+    """Import the device dialect and every module of :mod:`aircc.ops.defs` once (their
+    ``define`` calls run)."""
     global _loaded, _loading
     if _loaded:
         return
@@ -244,9 +196,8 @@ def load_definitions() -> None:
             return
         _loading = True
         try:
-            from . import defs, device
-
-            del device      # imported for its definitions
+            importlib.import_module(f"{__package__}.device")        # the device's own ops
+            defs = importlib.import_module(f"{__package__}.defs")
             for info in pkgutil.iter_modules(defs.__path__):
                 importlib.import_module(f"{defs.__name__}.{info.name}")
             _loaded = True

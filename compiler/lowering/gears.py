@@ -22,8 +22,10 @@ from aircc.formats.memory_plan import WeightRecord
 from aircc.formats.model_section import IOSpec
 from aircc.formats.tasks import CopyTask, KernelTask, Operand
 
+from ..assemble import CompiledModel, finish, io_specs
 from ..context import CompileContext, CompileOptions
 from ..frontend.onnx_import import import_onnx, load_onnx
+from ..stages import FRONT, STATIC_STAGES, Compilation, run_stages
 
 
 def gear_shapes(graph_inputs: dict[str, tuple], given: dict, batch: int) -> dict[str, list]:
@@ -76,10 +78,8 @@ def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np
     return merged, end
 
 
-def compile_gears(source, options: CompileOptions):
+def compile_gears(source, options: CompileOptions) -> CompiledModel:
     """A static model with one plan per batch size of ``options.dynamic_batch``."""
-    from ..driver import FRONT, STATIC_STAGES, Compilation, finish, io_specs, run_stages
-
     sizes = sorted(set(int(b) for b in options.dynamic_batch))
     if not MIN_GEARS <= len(sizes) <= MAX_GEARS or sizes[0] < 1:
         raise CompileOptionError(f"--dynamic-batch needs {MIN_GEARS} to {MAX_GEARS} distinct positive "

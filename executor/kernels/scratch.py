@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from aircc.ops.shapes import prod
-from aircc.ops.targets import resolve_target
+from aircc.ops.machine import resolve_target
 from aircc.ops.types import types_of
 
 #: Bytes the im2col / scratch block buffers aim to stay under.

@@ -15,7 +15,7 @@ from aircc.cli.aircc_cmd import main as aircc_cli
 from aircc.cli.airrun_cmd import main as airrun
 from aircc.errors import CompileOptionError, TargetUnavailableError
 from aircc.formats import OmFile
-from aircc.ops import targets
+from aircc.ops import machine, targets
 from graphs import const, model, tensor
 from test_om_contract import forge
 from testdata import SAMPLES
@@ -49,7 +49,7 @@ def test_the_target_is_recorded_and_decides_the_tuning():
 
 
 def test_native_is_this_machines_backend_and_class():
-    native = targets.resolve_target("native")
+    native = machine.resolve_target("native")
     assert native.backend == "numpy"
     assert native.vector_class == aircc.ops.kernel_backend("numpy").host_vector_class()
     assert aircc.compile(_conv(16), target="native").om.sections["model"]["target"]["name"] == native.name
@@ -104,7 +104,7 @@ def test_a_backend_this_machine_lacks_is_refused_at_load(tmp_path):
 
 def test_a_vector_class_the_cpu_lacks_is_refused_at_load(monkeypatch):
     om = aircc.compile(_conv(16), target="cpu-avx512").om
-    monkeypatch.setattr(targets, "host_vector_classes", lambda: ("avx2",))   # an older CPU
+    monkeypatch.setattr(machine, "host_vector_classes", lambda: ("avx2",))   # an older CPU
     with pytest.raises(TargetUnavailableError, match="but this machine's CPU offers vector classes "
                                                      "avx2; recompile it with --target cpu-avx2"):
         aircc.load(om)
@@ -113,9 +113,9 @@ def test_a_vector_class_the_cpu_lacks_is_refused_at_load(monkeypatch):
 
 
 def test_the_cpu_flags_decide_the_classes_offered():
-    offered = targets.host_vector_classes()
+    offered = machine.host_vector_classes()
     assert offered and set(offered) <= set(targets.VECTOR_CLASS_FLAGS)
-    assert targets.native_target().vector_class in offered or not offered
+    assert machine.native_target().vector_class in offered or not offered
 
 
 def test_gears_get_the_streams_of_the_static_build_of_their_batch():

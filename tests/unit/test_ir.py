@@ -174,17 +174,17 @@ def test_parser_reports_errors_and_needs_resources_for_digests():
 def test_compile_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
     import gc
 
-    from aircc.compiler import driver
+    from aircc.compiler import stages
     from aircc.compiler.driver import CompileOptions, compile_model, cyclic_gc_paused
 
     seen = []
-    real_import = driver.import_onnx
+    real_import = stages.import_onnx
 
     def spy(source, shapes):
         seen.append(gc.isenabled())
         return real_import(source, shapes)
 
-    monkeypatch.setattr(driver, "import_onnx", spy)
+    monkeypatch.setattr(stages, "import_onnx", spy)
     was = gc.isenabled()
     try:
         gc.enable()

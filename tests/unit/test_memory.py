@@ -203,7 +203,7 @@ def test_plan_of_multistream_sample_has_no_live_overlap():
 def test_one_stream_conflicts_by_sweep_equal_the_happens_before_test():
     from aircc.compiler.memory.planner import collect_buffers, conflicts
     from testdata import light_path
-    import aircc.compiler.driver as driver
+    import aircc.compiler.stages as driver
 
     seen = {}
     original = driver.plan_memory

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from aircc.executor.kernels.conv import winograd
 from aircc.ops import TensorType, resolve_target
-from aircc.ops.targets import native_target
+from aircc.ops.machine import native_target
 from kernel_harness import BACKEND, TARGET
 from numpy.lib.stride_tricks import sliding_window_view
 

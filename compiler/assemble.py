@@ -1,0 +1,67 @@
+"""The end of a compile: the compile report, the model section and the .om in memory."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from aircc.formats import OmFile
+from aircc.formats.model_section import IOSpec, ModelSection, TargetRecord
+
+from .ir.graph import Graph
+from .passes.base import declared_stats
+from .stages import Compilation
+
+PRODUCER = "aircc 0.1.0"
+
+
+@dataclass
+class CompiledModel:
+    """What a compile gives: the optimised graph, the .om in memory, and the report."""
+
+    graph: Graph
+    om: OmFile
+    report: dict
+
+    def save(self, path) -> int:
+        from aircc.formats import save_om
+        return save_om(self.om, path)
+
+
+def io_specs(graph: Graph, names: list[str]) -> list[IOSpec]:
+    """The inputs or outputs of ``graph`` as the model section lists them."""
+    return [IOSpec(n, graph.types[n].dtype,
+                   None if graph.types[n].shape is None else tuple(graph.types[n].shape))
+            for n in names]
+
+
+def compile_report(c: Compilation, t0: float) -> dict:
+    """What the compile did: every declared pass statistic, the schedule, the memory plan,
+    the timings."""
+    ctx = c.ctx
+    return {
+        "mode": c.mode, "target": ctx.target.name,
+        "imported_nodes": c.facts.get("imported_nodes"), "kernels": c.kernels,
+        **{stat: ctx.stats.get(stat, 0) for stat in declared_stats()},
+        "streams": c.graph.meta.get("streams", 1), "events": c.graph.meta.get("events", 0),
+        **{k: v for k, v in c.facts.items() if k != "imported_nodes"},
+        "seconds": {k: round(v, 4) for k, v in ctx.seconds.items()},
+        "total_seconds": round(time.perf_counter() - t0, 4),
+    }
+
+
+def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec]) -> CompiledModel:
+    """The model section and the .om, from a compilation that ran its stages."""
+    report = compile_report(c, t0)
+    target = c.ctx.target
+    model = ModelSection(
+        name=c.graph.meta.get("model_name", "model"), mode=c.mode, producer=PRODUCER,
+        opsets={k or "ai.onnx": v for k, v in c.graph.opsets.items()},
+        inputs=inputs, outputs=outputs,
+        target=TargetRecord(target.name, target.backend, target.vector_class),
+        source_producer=c.graph.meta.get("producer", ""), compile_report=report)
+    payloads = {"model": model.to_payload(),
+                **{name: s.to_payload() for name, s in c.sections.items()}}
+    if c.mode == "dynamic":
+        payloads["tiling"] = {"entries": []}
+    om = OmFile(mode=c.mode, sections=payloads, weights=c.weights)
+    return CompiledModel(graph=c.graph, om=om, report=report)

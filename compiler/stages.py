@@ -1,0 +1,144 @@
+"""The stages of a compile, in order: one list per mode.
+
+:data:`FRONT` (import, the optimisation pipeline, the choice of mode) runs for every
+model; then :data:`STATIC_STAGES` or :data:`DYNAMIC_STAGES`.  A stage takes the
+:class:`Compilation` (the graph so far, the context, what the lowering produced)
+and hands the next one a plain structure: the IR graph, then the typed sections of
+:mod:`aircc.formats`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from aircc.errors import CompileOptionError
+
+from .context import MODES, CompileContext
+from .frontend.onnx_import import import_onnx
+from .ir.graph import Graph, is_host_only
+from .ir.verifier import verify
+from .lowering.control import expand_control_flow, static_control_flow_problem
+from .lowering.dynamic import lower_dynamic
+from .lowering.static import StaticSections, lower_static
+from .lowering.tiling import compute_tiling
+from .memory.planner import MemoryPlan, plan_memory
+from .passes.pipeline import DEFAULT_PIPELINE, run_pipeline
+from .schedule.events import insert_events
+from .schedule.memcpy import insert_memcpy
+from .schedule.placement import place_host_ops, schedule_device_nodes, schedule_regions
+from .schedule.streams import assign_streams
+
+
+@dataclass
+class Compilation:
+    """One compile's state as it moves through the stages."""
+
+    source: object
+    ctx: CompileContext
+    graph: Graph | None = None
+    mode: str = ""
+    plan: MemoryPlan | None = None
+    sections: dict = field(default_factory=dict)
+    """Typed sections by name, for the writer."""
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    """What the lowering reports (arena, host kernels, ...)."""
+    kernels: int = 0
+
+
+Stage = tuple[str, Callable[[Compilation], None]]
+
+
+def _graph_stage(fn) -> Callable[[Compilation], None]:
+    """A stage that rewrites the graph (a pass), verified after it."""
+    def run(c: Compilation) -> None:
+        c.graph = fn(c.graph, c.ctx)
+        verify(c.graph)
+    return run
+
+
+def import_stage(c: Compilation) -> None:
+    c.graph = import_onnx(c.source, c.ctx.options.input_shapes)
+    c.facts["imported_nodes"] = len(c.graph.nodes)
+
+
+def passes_stage(c: Compilation) -> None:
+    names = c.ctx.options.passes
+    c.graph = run_pipeline(c.graph, DEFAULT_PIPELINE if names is None else names, c.ctx)
+    c.mode = choose_mode(c.graph, c.ctx.options.mode)
+    c.kernels = len(c.graph.nodes)
+
+
+def plan_stage(c: Compilation) -> None:
+    c.plan = plan_memory(c.graph)
+
+
+def lower_static_stage(c: Compilation) -> None:
+    s: StaticSections = lower_static(c.graph, c.plan)
+    plan = c.plan
+    c.sections.update(tasks=s.tasks, memory_plan=s.memory_plan, tiling=s.tiling)
+    c.weights = s.weights
+    c.facts.update(arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
+                   no_reuse_bytes=plan.no_reuse_bytes, memory_strategy=plan.strategy,
+                   weights_bytes=s.memory_plan.weights_bytes,
+                   concats_in_place=sum(n.op == "Concat" for n in c.graph.nodes if n.name in plan.in_place),
+                   reshapes_in_place=sum(n.op != "Concat" for n in c.graph.nodes if n.name in plan.in_place),
+                   values_in_place=len(plan.aliases))
+
+
+def lower_dynamic_stage(c: Compilation) -> None:
+    exec_graph, c.weights = lower_dynamic(c.graph)
+    c.sections.update(exec_graph=exec_graph)
+    c.facts.update(host_ops=exec_graph.host_ops, host_kernels=len(exec_graph.kernels))
+
+
+FRONT: list[Stage] = [("import", import_stage), ("passes", passes_stage)]
+STATIC_STAGES: list[Stage] = [
+    ("insert-memcpy", _graph_stage(insert_memcpy)),
+    ("assign-streams", _graph_stage(assign_streams)),
+    ("insert-events", _graph_stage(insert_events)),
+    ("expand-control-flow", _graph_stage(expand_control_flow)),
+    ("tiling", _graph_stage(compute_tiling)),
+    ("plan-memory", plan_stage),
+    ("lower-static", lower_static_stage),
+]
+DYNAMIC_STAGES: list[Stage] = [
+    ("insert-memcpy", _graph_stage(insert_memcpy)),
+    ("place-host-ops", _graph_stage(place_host_ops)),
+    ("schedule-device-nodes", _graph_stage(schedule_device_nodes)),
+    ("schedule-regions", _graph_stage(schedule_regions)),
+    ("lower-dynamic", lower_dynamic_stage),
+]
+BACK = {"static": STATIC_STAGES, "dynamic": DYNAMIC_STAGES}
+
+
+def choose_mode(graph: Graph, requested: str) -> str:
+    """``auto``: dynamic when an input still has a symbolic dim, else static."""
+    if requested not in MODES:
+        raise CompileOptionError(f"--mode must be one of {', '.join(MODES)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    every_value = all(t is not None and t.is_static and not is_host_only(t.dtype)
+                      for g in _regions(graph) for t in g.types.values())
+    if every_value and static_control_flow_problem(graph) is None:
+        return "static"
+    return "dynamic"
+
+
+def _regions(graph: Graph):
+    yield graph
+    for n in graph.nodes:
+        for r in n.regions:
+            yield from _regions(r)
+
+
+
+
+def run_stages(c: Compilation, stages: list[Stage]) -> Compilation:
+    """Run ``stages`` in order, each timed in the context."""
+    for name, stage in stages:
+        with c.ctx.timed(name):
+            stage(c)
+    return c

@@ -1,0 +1,76 @@
+"""This machine against a compile target: what it offers, what ``native`` means here, and
+whether a model's recorded target can run.
+
+A target names a kernel backend and a vector class (:mod:`aircc.ops.targets`).
+This machine offers the backends installed here (:func:`aircc.ops.available_backends`)
+and the vector classes its CPU's flags allow (:func:`host_vector_classes`); a model
+compiled for something it lacks is refused at load with
+:class:`~aircc.errors.TargetUnavailableError` naming both sides.
+"""
+from __future__ import annotations
+
+import functools
+
+from aircc.errors import CompileOptionError, TargetUnavailableError
+
+from .backend import available_backends, kernel_backend
+from .targets import DEFAULT_BACKEND, NATIVE, TARGETS, VECTOR_CLASS_FLAGS, Target, target_names
+
+
+def resolve_target(name: str | None = None) -> Target:
+    """The target called ``name``; None takes the configured default
+    (``$AIRCC_TARGET``, else ``native``: this machine's)."""
+    if name is None:
+        from aircc.config import settings
+
+        name = settings().target
+    if name == NATIVE:
+        return native_target()
+    found = TARGETS.get(name)
+    if found is None:
+        raise CompileOptionError(f"unknown target {name!r}; known targets: "
+                                 f"{', '.join(target_names())}")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def native_target() -> Target:
+    """This machine's target: the default backend, at the vector class it runs with here."""
+    cls = kernel_backend(DEFAULT_BACKEND).host_vector_class()
+    return TARGETS[f"cpu-{cls}"]
+
+
+@functools.lru_cache(maxsize=None)
+def host_vector_classes() -> tuple[str, ...]:
+    """The vector classes this machine's CPU offers (from /proc/cpuinfo's flags)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f
+                          if line.startswith("flags")), set())
+    except OSError:
+        flags = set()
+    if not flags:       # no x86 flags to read (another OS or architecture): cannot tell
+        return tuple(VECTOR_CLASS_FLAGS)
+    return tuple(c for c, need in VECTOR_CLASS_FLAGS.items() if flags.issuperset(need))
+
+
+def check_target(recorded: dict, what: str = "this model") -> Target:
+    """The target a file records, if this machine offers it; else TargetUnavailableError
+    naming what the file needs and what the machine has."""
+    target = Target(recorded["name"], recorded["backend"], recorded["vector_class"])
+    backends = available_backends()
+    if target.backend not in backends:
+        raise TargetUnavailableError(
+            f"{what} was compiled for target {target.describe()}, but kernel backend "
+            f"'{target.backend}' is not installed here (installed: {', '.join(backends) or 'none'})")
+    offered = host_vector_classes()
+    if target.vector_class not in offered:
+        raise TargetUnavailableError(
+            f"{what} was compiled for target {target.describe()}, but this machine's CPU offers "
+            f"vector classes {', '.join(offered) or 'none'}; recompile it with --target "
+            f"{' or '.join(n for n, t in TARGETS.items() if t.vector_class in offered) or NATIVE}")
+    if target.vector_class not in kernel_backend(target.backend).vector_classes:
+        raise TargetUnavailableError(
+            f"{what} was compiled for target {target.describe()}, but kernel backend "
+            f"'{target.backend}' here has tunings for {', '.join(kernel_backend(target.backend).vector_classes)}")
+    return target
