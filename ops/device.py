@@ -39,8 +39,16 @@ def _typed_by_lowering(ctx: InferContext) -> list[TensorType]:
     ctx.fail("device ops are typed by the pass that creates them")
 
 
-for _op in (EVENT_RECORD, EVENT_WAIT, LABEL, GOTO, STREAM_SWITCH, MEMCPY_D2H):
-    define(_op, VERSION, DOMAIN, traits=_TASK, foldable=False)(_typed_by_lowering)
+TASK_DOCS = {
+    EVENT_RECORD: "Signal: mark an event done once the stream's earlier tasks are.",
+    EVENT_WAIT: "Wait: hold the stream until an event is recorded.",
+    LABEL: "A place in a stream's task list that jumps go to.",
+    GOTO: "Jump to a label of the same stream.",
+    STREAM_SWITCH: "Fall through when a device boolean is true, else jump to a label.",
+    MEMCPY_D2H: "Copy a result out of device memory into an output binding.",
+}
+for _op, _doc in TASK_DOCS.items():
+    define(_op, VERSION, DOMAIN, traits=_TASK, foldable=False, doc=_doc)(_typed_by_lowering)
 
 
 @define(MEMCPY_H2D, VERSION, DOMAIN, traits=_TASK, foldable=False)
@@ -49,11 +57,19 @@ def memcpy_h2d(ctx: InferContext) -> list[TensorType]:
     return [ctx.input_type(0)]
 
 
-#: Control kernels of static control flow: (op, writes state besides its outputs).
-CONTROL_KERNELS = (("LoopInit", False), ("LoopCheck", False), ("LoopUpdate", True),
-                   ("LoopFinish", False), ("IfInit", False), ("BranchOut", True),
-                   ("ScanInit", False), ("ScanSlice", True), ("ScanUpdate", True))
+#: Control kernels of static control flow: (op, writes state besides its outputs, what it does).
+CONTROL_KERNELS = (
+    ("LoopInit", False, "A Loop's iteration, condition, trip count and carried values, set."),
+    ("LoopCheck", False, "Whether a Loop runs again: its condition, and the iteration below the trip count."),
+    ("LoopUpdate", True, "The carried values and condition from the body's results; the iteration + 1."),
+    ("LoopFinish", False, "A Loop's (or Scan's) results from its carried values."),
+    ("IfInit", False, "Defines an If's results, which the branch taken fills."),
+    ("BranchOut", True, "The results of the branch taken, copied into the If's results."),
+    ("ScanInit", False, "A Scan's iteration, length, states and output buffers, set."),
+    ("ScanSlice", True, "Slice t of every scan input, for the body."),
+    ("ScanUpdate", True, "The body's scan values into slice t of the outputs; the states; t + 1."),
+)
 
-for _op, _writes_state in CONTROL_KERNELS:
+for _op, _writes_state, _doc in CONTROL_KERNELS:
     define(_op, VERSION, DOMAIN, traits={Trait.SIDE_EFFECT} if _writes_state else (),
-           foldable=False)(_typed_by_lowering)
+           foldable=False, doc=_doc)(_typed_by_lowering)

@@ -138,12 +138,14 @@ def register_op(definition: OpDef) -> OpDef:
 
 def define(name: str, since: int = 1, domain: str = "", *, value_inputs: tuple[int, ...] = (),
            traits: Iterable[Trait] = (), engine: Engine = "vector", foldable: bool = True,
-           broadcast_inputs: tuple[int, ...] = ()) -> Callable[[ShapeRule], ShapeRule]:
-    """Decorator: register the decorated shape rule as op ``name`` from opset ``since``."""
+           broadcast_inputs: tuple[int, ...] = (), doc: str = "") -> Callable[[ShapeRule], ShapeRule]:
+    """Decorator: register the decorated shape rule as op ``name`` from opset ``since``;
+    ``doc`` (default: the rule's docstring) says what the op computes."""
 
     def register(rule: ShapeRule) -> ShapeRule:
         register_op(OpDef(name, since, domain, rule, tuple(value_inputs), frozenset(traits),
-                          engine, foldable, tuple(broadcast_inputs), doc=(rule.__doc__ or "").strip()))
+                          engine, foldable, tuple(broadcast_inputs),
+                          doc=doc or (rule.__doc__ or "").strip()))
         return rule
 
     return register

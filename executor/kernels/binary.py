@@ -165,3 +165,13 @@ _LEGACY_FNS = {entry[0]: entry[2] for entry in BINARY}
 for _name, _since in (("Add", 1), ("Sub", 1), ("Mul", 1), ("Div", 1), ("Pow", 1), ("PRelu", 1),
                       ("Add", 6), ("Sub", 6), ("Mul", 6), ("Div", 6), ("PRelu", 6)):
     _register_legacy(_name, _since, _LEGACY_FNS[_name])
+
+
+@NUMPY.kernel("BitShift", 11)
+class BitShift:
+    """a << b or a >> b, elementwise with numpy broadcasting."""
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        shift = np.left_shift if attrs["direction"] == "LEFT" else np.right_shift
+        shift(ins[0], ins[1], out=outs[0])

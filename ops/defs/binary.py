@@ -132,3 +132,15 @@ LEGACY = (("Add", 1), ("Sub", 1), ("Mul", 1), ("Div", 1), ("Pow", 1), ("PRelu", 
 
 for _name, _since in LEGACY:
     define(_name, _since, traits=_traits(_name, False))(legacy_rule(_name, _since))
+
+
+@define("BitShift", 11, traits={Trait.ELEMENTWISE})
+def bit_shift(ctx: InferContext) -> list[TensorType]:
+    """a shifted left or right (``direction``) by b bits, unsigned integers, broadcast."""
+    direction = ctx.attrs.get("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        ctx.fail(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    a, b = ctx.input_type(0), ctx.input_type(1)
+    if a.dtype != b.dtype or not a.dtype.startswith("uint"):
+        ctx.fail(f"inputs must be the same unsigned integer type, got {a.dtype} and {b.dtype}")
+    return [TensorType(a.dtype, broadcast_shapes(ctx, a.shape, b.shape))]

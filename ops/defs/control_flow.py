@@ -15,5 +15,9 @@ def _typed_through_bodies(ctx: InferContext):
     ctx.fail("control-flow shapes are inferred through the op's bodies by the compiler")
 
 
-for _name, _since in (("If", 1), ("Loop", 1), ("Scan", 8), ("Scan", 9)):
-    define(_name, _since, traits={Trait.CONTROL_FLOW}, foldable=False)(_typed_through_bodies)
+for _name, _since, _doc in (
+        ("If", 1, "Run the then or else branch, by a boolean condition."),
+        ("Loop", 1, "Run the body while a condition holds, up to a trip count; carried values and scan outputs."),
+        ("Scan", 8, "Run the body over slices of the scan inputs (batch semantics, sequence lengths)."),
+        ("Scan", 9, "Run the body over slices of the scan inputs; carried states and stacked outputs.")):
+    define(_name, _since, traits={Trait.CONTROL_FLOW}, foldable=False, doc=_doc)(_typed_through_bodies)

@@ -110,3 +110,18 @@ def test_traits(name, since):
     assert d.has(Trait.ELEMENTWISE) == elementwise, (name, since)
     assert d.has(Trait.HOST_CAPABLE) == (name in _HOST), (name, since)
     assert d.engine == "vector" and d.foldable and d.value_inputs == ()
+
+
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_bit_shift(direction, dtype):
+    a = ints(3, 4, lo=0, hi=200, dtype=dtype)
+    check("BitShift", [a, ints(4, lo=0, hi=7, dtype=dtype)], {"direction": direction}, opset=11)
+    check("BitShift", [a, np.array([3], dtype)], {"direction": direction}, opset=11)
+
+
+def test_bit_shift_refuses_signed_types_and_bad_directions():
+    with pytest.raises(ShapeInferenceError, match="unsigned integer"):
+        infer("BitShift", [T((2,), "int32"), T((2,), "int32")], {"direction": "LEFT"}, opset=11)
+    with pytest.raises(ShapeInferenceError, match="direction must be"):
+        infer("BitShift", [T((2,), "uint8"), T((2,), "uint8")], {"direction": "UP"}, opset=11)
