@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aircc.errors import CompileOptionError
+from aircc.ops import Trait, has_trait
 
 from ..ir.graph import Graph
 from ..schedule.happens_before import HappensBefore, covers
@@ -216,10 +217,6 @@ def place(buffers: list[Buffer], hb: HappensBefore | None, alignment: int = ALIG
     return arena
 
 
-#: Ops whose output is their first input's bytes in another shape.
-RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-
-
 def plan_aliases(graph: Graph, buffers: dict[str, Buffer]) -> tuple[dict[str, Alias], dict[str, list[bool]]]:
     """Values that can live inside another buffer: the parts of Concats in their slice
     of the output, the outputs of reshapes in their input (see module doc)."""
@@ -230,7 +227,7 @@ def plan_aliases(graph: Graph, buffers: dict[str, Buffer]) -> tuple[dict[str, Al
     for node in graph.nodes:
         if node.domain or node.meta.get("impl", "native") != "native":
             continue
-        if node.op in RESHAPES:
+        if has_trait(node.op, Trait.VIEW):     # its output is its input's bytes in another shape
             src, out = node.inputs[0], node.outputs[0]
             if src in buffers and out in buffers and out not in aliases \
                     and buffers[src].size == buffers[out].size:
