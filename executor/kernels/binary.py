@@ -167,11 +167,26 @@ for _name, _since in (("Add", 1), ("Sub", 1), ("Mul", 1), ("Div", 1), ("Pow", 1)
     _register_legacy(_name, _since, _LEGACY_FNS[_name])
 
 
-@NUMPY.kernel("BitShift", 11)
-class BitShift:
-    """a << b or a >> b, elementwise with numpy broadcasting."""
+def bit_shift(a: np.ndarray, b: np.ndarray, y: np.ndarray, left: bool) -> None:
+    """y = a << b or a >> b; a shift of the type's width or more (or negative) gives 0, and
+    -1 for a negative a shifted right (numpy leaves those to the C compiler)."""
+    width = a.dtype.itemsize * 8
+    valid = (b >= 0) & (b < width)
+    count = np.where(valid, b, 0)
+    if left:
+        unsigned = np.dtype(f"u{a.dtype.itemsize}")
+        shifted = np.left_shift(a.view(unsigned), count.astype(unsigned)).view(a.dtype)
+        np.copyto(y, np.where(valid, shifted, 0), casting="unsafe")
+    else:
+        rest = np.where(a < 0, -1, 0) if a.dtype.kind == "i" else 0
+        np.copyto(y, np.where(valid, np.right_shift(a, count), rest), casting="unsafe")
 
-    @staticmethod
-    def kernel(ins, outs, attrs, tiling, ws) -> None:
-        shift = np.left_shift if attrs["direction"] == "LEFT" else np.right_shift
-        shift(ins[0], ins[1], out=outs[0])
+
+def _bit_shift_kernel(ins, outs, attrs, tiling, ws) -> None:
+    bit_shift(ins[0], ins[1], outs[0], attrs["direction"] == "LEFT")
+
+
+for _since in (11, 28):
+    NUMPY.kernel("BitShift", _since)(type(f"BitShift{_since}", (), {
+        "kernel": staticmethod(_bit_shift_kernel),
+        "__doc__": "a << b or a >> b, elementwise with numpy broadcasting."}))

@@ -134,13 +134,21 @@ for _name, _since in LEGACY:
     define(_name, _since, traits=_traits(_name, False))(legacy_rule(_name, _since))
 
 
-@define("BitShift", 11, traits={Trait.ELEMENTWISE})
-def bit_shift(ctx: InferContext) -> list[TensorType]:
-    """a shifted left or right (``direction``) by b bits, unsigned integers, broadcast."""
-    direction = ctx.attrs.get("direction")
-    if direction not in ("LEFT", "RIGHT"):
-        ctx.fail(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
-    a, b = ctx.input_type(0), ctx.input_type(1)
-    if a.dtype != b.dtype or not a.dtype.startswith("uint"):
-        ctx.fail(f"inputs must be the same unsigned integer type, got {a.dtype} and {b.dtype}")
-    return [TensorType(a.dtype, broadcast_shapes(ctx, a.shape, b.shape))]
+def _bit_shift_rule(types: tuple[str, ...]) -> ShapeRule:
+    def infer(ctx: InferContext) -> list[TensorType]:
+        direction = ctx.attrs.get("direction")
+        if direction not in ("LEFT", "RIGHT"):
+            ctx.fail(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+        a, b = ctx.input_type(0), ctx.input_type(1)
+        if a.dtype != b.dtype or not a.dtype.startswith(types):
+            kinds = "unsigned integer" if types == ("uint",) else "integer"
+            ctx.fail(f"inputs must be the same {kinds} type, got {a.dtype} and {b.dtype}")
+        return [TensorType(a.dtype, broadcast_shapes(ctx, a.shape, b.shape))]
+
+    infer.__doc__ = ("a shifted left or right (``direction``) by b bits, broadcast; a shift "
+                     "of the type's width or more gives 0 (-1 for a negative a shifted right).")
+    return infer
+
+
+define("BitShift", 11, traits={Trait.ELEMENTWISE})(_bit_shift_rule(("uint",)))
+define("BitShift", 28, traits={Trait.ELEMENTWISE})(_bit_shift_rule(("uint", "int")))

@@ -120,7 +120,18 @@ def test_bit_shift(direction, dtype):
     check("BitShift", [a, np.array([3], dtype)], {"direction": direction}, opset=11)
 
 
-def test_bit_shift_refuses_signed_types_and_bad_directions():
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16])
+def test_bit_shift_28_signed_and_out_of_range_counts(direction, dtype):
+    """From opset 28 signed types too; a count outside [0, width) gives 0, or -1 for a
+    negative value shifted right."""
+    width = np.dtype(dtype).itemsize * 8
+    a = ints(2, 6, lo=-100 if np.dtype(dtype).kind == "i" else 0, hi=100, dtype=dtype)
+    b = np.array([0, 1, 5, width - 1, width, width + 3], dtype)
+    check("BitShift", [a, b], {"direction": direction}, opset=28)
+
+
+def test_bit_shift_refuses_signed_types_before_28_and_bad_directions():
     with pytest.raises(ShapeInferenceError, match="unsigned integer"):
         infer("BitShift", [T((2,), "int32"), T((2,), "int32")], {"direction": "LEFT"}, opset=11)
     with pytest.raises(ShapeInferenceError, match="direction must be"):
