@@ -20,7 +20,7 @@ _TOKEN = re.compile(r"""
   | (?P<str>"(?:[^"\\]|\\.)*")
   | (?P<ref>%(?:"(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.]*))
   | (?P<sym>\?(?:"(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_.]*))
-  | (?P<at>@[A-Za-z0-9_.]+)
+  | (?P<at>@(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_.]+))
   | (?P<digest>dense<sha1:[0-9a-f]+>)
   | (?P<num>-?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|\d+|inf|nan)(?![A-Za-z_]))
   | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
@@ -139,7 +139,8 @@ def parse_graph(text: str, resources: dict[str, np.ndarray] | None = None) -> Gr
 def _parse_region(lines: list[str], i: int, resources) -> tuple[Graph, int]:
     head = _Line(lines[i])
     head.take("word", "graph")
-    g = Graph(name=head.take("at")[1:])
+    at = head.take("at")[1:]
+    g = Graph(name=json.loads(at) if at.startswith('"') else at)
     head.take(value="(")
     while not head.peek(")"):
         name = head.name()
@@ -159,13 +160,22 @@ def _parse_region(lines: list[str], i: int, resources) -> tuple[Graph, int]:
     if head.peek("as"):                  # a region: the attribute of its node it came from
         head.take()
         g.meta["attribute"] = head.take("word")
+    if head.peek("["):                   # facts the schedule recorded (streams, events)
+        head.take()
+        while not head.peek("]"):
+            key = head.take("word")
+            head.take(value="=")
+            g.meta[key] = head.value()
+            if head.peek(","):
+                head.take()
+        head.take(value="]")
     i += 1
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
         if stripped == "}":
             return g, i + 1
-        if stripped.startswith("graph @"):
+        if stripped.startswith("graph @"):          # a nested region
             region, i = _parse_region(lines, i, resources)
             g.nodes[-1].regions.append(region)
             continue

@@ -26,11 +26,21 @@ _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 INLINE_CONST_LIMIT = 8
 
 
+#: Graph facts the schedule records in ``graph.meta``, printed in a region's header.
+GRAPH_FACTS = ("streams", "events", "host_ops")
+
+
 def value_ref(name: str) -> str:
-    """``%name``, quoted when the name has characters outside ``[A-Za-z0-9_.]``."""
+    """``%name``, quoted when the name has characters outside ``[A-Za-z0-9_.]`` (or is
+    ``none``, which stands for an omitted input)."""
     if name == "":
         return "%none"
-    return "%" + name if _PLAIN.match(name) else "%" + json.dumps(name)
+    return "%" + name if _PLAIN.match(name) and name != "none" else "%" + json.dumps(name)
+
+
+def graph_ref(name: str) -> str:
+    """``@name``, quoted when the name is not plain."""
+    return "@" + name if _PLAIN.match(name) else "@" + json.dumps(name)
 
 
 def format_type(t: TensorType | None) -> str:
@@ -44,8 +54,8 @@ def format_type(t: TensorType | None) -> str:
 
 
 def format_attr_value(v) -> str:
-    if isinstance(v, np.ndarray):
-        return "tensor<" + format_type(TensorType.of(v)) + " " + _array_body(v) + ">"
+    if isinstance(v, np.ndarray):       # attribute tensors print whole: they are not resources
+        return "tensor<" + format_type(TensorType.of(v)) + " " + _array_body(v, inline=True) + ">"
     if isinstance(v, Graph):
         return "region"
     if isinstance(v, (list, tuple)):
@@ -61,10 +71,19 @@ def format_attr_value(v) -> str:
     return json.dumps(str(v))
 
 
-def _array_body(a: np.ndarray) -> str:
-    if a.size <= INLINE_CONST_LIMIT:
-        flat = a.reshape(-1).tolist()
-        return "dense" + json.dumps(flat).replace(" ", "")
+def _scalar(x) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, float):
+        return repr(x)                   # inf, -inf and nan read back, unlike JSON's
+    if isinstance(x, int):
+        return str(x)
+    return json.dumps(x)
+
+
+def _array_body(a: np.ndarray, inline: bool = False) -> str:
+    if inline or a.size <= INLINE_CONST_LIMIT:
+        return "dense[" + ",".join(_scalar(x) for x in a.reshape(-1).tolist()) + "]"
     digest = hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()[:12]
     return f"dense<sha1:{digest}>"
 
@@ -92,7 +111,9 @@ def print_graph(graph: Graph, indent: str = "") -> str:
     outs = ", ".join(value_ref(o) for o in graph.outputs)
     attr = graph.meta.get("attribute")     # the attribute of its node a region came from
     role = f" as {attr}" if isinstance(attr, str) and attr else ""
-    lines = [f"{indent}graph @{graph.name}({ins}) -> ({outs}){role} {{"]
+    facts = [f"{k}={graph.meta[k]}" for k in GRAPH_FACTS if isinstance(graph.meta.get(k), int)]
+    role += f" [{', '.join(facts)}]" if facts else ""
+    lines = [f"{indent}graph {graph_ref(graph.name)}({ins}) -> ({outs}){role} {{"]
     inner = indent + "  "
     for name in graph.constants:
         arr = graph.constants[name]

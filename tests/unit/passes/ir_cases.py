@@ -40,14 +40,10 @@ def parse(text: str, resources: dict[str, np.ndarray] | None = None) -> Graph:
 
 
 def run_pass_graph(name: str, before_text: str, resources: dict[str, np.ndarray] | None = None,
-                   *, graph_meta: dict | None = None, **options) -> tuple[Graph, CompileContext]:
+                   **options) -> tuple[Graph, CompileContext]:
     """Run pass ``name`` on the graph of ``before_text`` with ``CompileOptions(**options)``;
-    the verified result, and the context (its ``stats``).
-
-    ``graph_meta`` sets graph-level facts the text form does not carry (``streams``,
-    ``events``: what earlier scheduling passes leave on the graph)."""
+    the verified result, and the context (its ``stats``)."""
     graph = parse(before_text, resources)
-    graph.meta.update(graph_meta or {})
     ctx = CompileContext(CompileOptions(**options))
     result = PASSES[name].run(graph, ctx)
     verify(result)
@@ -55,9 +51,9 @@ def run_pass_graph(name: str, before_text: str, resources: dict[str, np.ndarray]
 
 
 def run_pass(name: str, before_text: str, resources: dict[str, np.ndarray] | None = None,
-             *, graph_meta: dict | None = None, **options) -> tuple[str, CompileContext]:
+             **options) -> tuple[str, CompileContext]:
     """:func:`run_pass_graph`, giving the result as text."""
-    result, ctx = run_pass_graph(name, before_text, resources, graph_meta=graph_meta, **options)
+    result, ctx = run_pass_graph(name, before_text, resources, **options)
     return print_graph(result), ctx
 
 

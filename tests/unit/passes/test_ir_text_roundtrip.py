@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.compiler.frontend.onnx_import import import_onnx
+from aircc.compiler.ir.graph import Graph, Node, TensorType
 from aircc.compiler.ir.parser import parse_graph
 from aircc.compiler.ir.printer import print_graph
 from aircc.compiler.passes.control_flow import region
@@ -55,3 +56,24 @@ def test_a_loop_inside_an_if_branch_round_trips():
     assert region(then_b.node("loop"), "body").meta["attribute"] == "body"
     assert region(graph.node("if"), "else_branch").outputs == ["x"]
     assert graph.node("if").meta == {"stream": 0}
+
+
+def test_awkward_values_names_and_facts_round_trip():
+    """Infinite and NaN constants (attention masks), a value named ``none`` (which must not
+    read back as an omitted input), a region name with a dash, an attribute tensor of more
+    than 8 elements, and the schedule's facts all read back as they were."""
+    g = Graph(name="then-branch", inputs=["none"], outputs=["y"],
+              types={"none": TensorType("float32", (3,)), "y": TensorType("float32", (3,)),
+                     "m": TensorType("float32", (3,))},
+              constants={"m": np.array([-np.inf, np.nan, 1e-5], np.float32)})
+    g.nodes.append(Node("Add", ["none", "m"], ["y"], {"t": np.arange(20, dtype=np.int64)},
+                        name="a", version=13))
+    g.meta.update(streams=2, events=1)
+    text = print_graph(g)
+    back = parse_graph(text)
+    assert print_graph(back) == text
+    assert back.name == "then-branch" and back.inputs == ["none"] and back.nodes[0].inputs == ["none", "m"]
+    assert (back.meta["streams"], back.meta["events"]) == (2, 1)
+    m = back.constants["m"]
+    assert np.isneginf(m[0]) and np.isnan(m[1]) and m[2] == np.float32(1e-5)
+    np.testing.assert_array_equal(back.nodes[0].attrs["t"], np.arange(20))

@@ -16,7 +16,7 @@ COVERS = ("expand-control-flow", "tiling")
 
 # ----------------------------------------------------------------------- expand-control-flow
 IF_BEFORE = """
-    graph @main(%c: bool[], %x: float32[2]) -> (%y) {
+    graph @main(%c: bool[], %x: float32[2]) -> (%y) [streams=1, events=0] {
       %y: float32[2] = If(%c) {name="if", v=16} [stream=0]
         graph @then_branch() -> (%t) as then_branch {
           %t: float32[2] = Neg(%x) {name="neg", v=13}
@@ -28,7 +28,7 @@ IF_BEFORE = """
 """
 
 IF_AFTER = ir("""
-    graph @main(%c: bool[], %x: float32[2]) -> (%y) {
+    graph @main(%c: bool[], %x: float32[2]) -> (%y) [streams=1, events=0] {
       %y: float32[2] = IfInit() {name="if#init", domain="aircc", v=1} [stream=0]
       StreamSwitch(%c) {name="if#switch0", domain="aircc", v=1, label=0} [stream=0]
       %t: float32[2] = Neg(%x) {name="neg", v=13} [stream=0]
@@ -45,8 +45,7 @@ IF_AFTER = ir("""
 def test_expand_control_flow_splices_an_if_between_a_switch_and_labels():
     """The switch jumps to the else label when the condition is false; the then branch
     ends in a jump past the else branch; each branch hands its result to the If's."""
-    graph, ctx = run_pass_graph("expand-control-flow", IF_BEFORE,
-                                graph_meta={"streams": 1, "events": 0})
+    graph, ctx = run_pass_graph("expand-control-flow", IF_BEFORE)
     assert print_graph(graph) == IF_AFTER
     assert (graph.meta["streams"], graph.meta["events"]) == (1, 0)
     assert graph.meta["spans"] == [("if#init", "if#end0")]
@@ -54,7 +53,7 @@ def test_expand_control_flow_splices_an_if_between_a_switch_and_labels():
 
 
 LOOP_BEFORE = """
-    graph @main(%x: float32[2]) -> (%y) {
+    graph @main(%x: float32[2]) -> (%y) [streams=1, events=0] {
       const %M: int64[] = dense[3]
       %y: float32[2] = Loop(%M, %none, %x) {name="loop", v=16} [stream=0]
         graph @body(%i: int64[], %cond: bool[], %h: float32[2]) -> (%cond_out, %h_out) as body {
@@ -65,7 +64,7 @@ LOOP_BEFORE = """
 """
 
 LOOP_AFTER = ir("""
-    graph @main(%x: float32[2]) -> (%y) {
+    graph @main(%x: float32[2]) -> (%y) [streams=2, events=2] {
       const %M: int64[] = dense[3]
       %i: int64[], %cond: bool[], %"loop#trip": int64[], %h: float32[2] = LoopInit(%M, %none, %x) {name="loop#init", domain="aircc", v=1} [stream=0]
       Label() {name="loop#head0", domain="aircc", v=1, label=0} [stream=0]
@@ -93,8 +92,7 @@ def test_expand_control_flow_runs_a_loop_body_on_its_own_streams():
     """With no size threshold the body's Neg opens a stream (1): the check is handed to it
     by an event, every stream switches and jumps at the labels, and the iteration joins
     stream 1 back into the loop's stream before the update."""
-    graph, ctx = run_pass_graph("expand-control-flow", LOOP_BEFORE, min_branch_bytes=0,
-                                graph_meta={"streams": 1, "events": 0})
+    graph, ctx = run_pass_graph("expand-control-flow", LOOP_BEFORE, min_branch_bytes=0)
     assert print_graph(graph) == LOOP_AFTER
     assert (graph.meta["streams"], graph.meta["events"]) == (2, 2)
     assert graph.meta["spans"] == [("loop#init", "loop#finish")]
@@ -106,7 +104,7 @@ def test_expand_control_flow_refuses_a_loop_with_scan_outputs():
     before = LOOP_BEFORE.replace("-> (%cond_out, %h_out) as body", "-> (%cond_out, %h_out, %h) as body") \
         .replace('%y: float32[2] = Loop(', '%y: float32[2], %ys: float32[?T,2] = Loop(')
     with pytest.raises(CompileOptionError, match="scan outputs"):
-        run_pass("expand-control-flow", before, graph_meta={"streams": 1, "events": 0})
+        run_pass("expand-control-flow", before)
 
 
 # ----------------------------------------------------------------------- tiling

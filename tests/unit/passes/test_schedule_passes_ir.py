@@ -1,9 +1,9 @@
 """The scheduling passes as IR text before and after: host-device copies, streams, events,
 host placement (dynamic mode) and the scheduling of control-flow bodies.
 
-The text form carries node meta (``[stream=0]``, ``[placement="host"]``) but not the
-graph's: what an earlier scheduling pass leaves on the graph (``streams``, ``events``) is
-given to the pass as ``graph_meta``."""
+The text form carries node meta (``[stream=0]``, ``[placement="host"]``) and the graph's
+schedule facts in its header (``[streams=3, events=4]``): what an earlier scheduling pass
+left on the graph."""
 from __future__ import annotations
 
 from aircc.compiler.ir.printer import print_graph
@@ -41,7 +41,7 @@ def test_insert_memcpy_copies_inputs_in_and_outputs_out_by_binding():
 
 # ----------------------------------------------------------------------- assign-streams
 DIAMOND = """
-    graph @main(%x: float32[2,4]) -> (%y) {{
+    graph @main(%x: float32[2,4]) -> (%y){3} {{
       %r: float32[2,4] = Relu(%x) {{name="stem", v=14}}{0}
       %a: float32[2,4] = Tanh(%r) {{name="a", v=13}}{0}
       %b: float32[2,4] = Sigmoid(%r) {{name="b", v=13}}{1}
@@ -49,8 +49,8 @@ DIAMOND = """
       %y: float32[2,4] = Sum(%a, %b, %c) {{name="sum", v=13}}{0}
     }}
 """
-STREAMS_BEFORE = DIAMOND.format("", "", "")
-STREAMS_AFTER = ir(DIAMOND.format(" [stream=0]", " [stream=1]", " [stream=2]"))
+STREAMS_BEFORE = DIAMOND.format("", "", "", "")
+STREAMS_AFTER = ir(DIAMOND.format(" [stream=0]", " [stream=1]", " [stream=2]", " [streams=3]"))
 
 
 def test_assign_streams_puts_branches_on_their_own_streams():
@@ -63,7 +63,7 @@ def test_assign_streams_puts_branches_on_their_own_streams():
 
 
 def test_assign_streams_keeps_small_branches_and_a_one_stream_cap_on_stream_0():
-    single = ir(DIAMOND.format(" [stream=0]", " [stream=0]", " [stream=0]"))
+    single = ir(DIAMOND.format(" [stream=0]", " [stream=0]", " [stream=0]", " [streams=1]"))
     after, _ = run_pass("assign-streams", STREAMS_BEFORE)          # 32-byte branches: too small
     assert after == single
     after, _ = run_pass("assign-streams", STREAMS_BEFORE, streams=1, min_branch_bytes=0)
@@ -72,7 +72,7 @@ def test_assign_streams_keeps_small_branches_and_a_one_stream_cap_on_stream_0():
 
 # ----------------------------------------------------------------------- insert-events
 EVENTS_AFTER = ir("""
-    graph @main(%x: float32[2,4]) -> (%y) {
+    graph @main(%x: float32[2,4]) -> (%y) [streams=3, events=4] {
       %r: float32[2,4] = Relu(%x) {name="stem", v=14} [stream=0]
       EventRecord() {name="record_e0", domain="aircc", v=1, dst="b", event=0, src="stem"} [stream=0]
       EventRecord() {name="record_e1", domain="aircc", v=1, dst="c", event=1, src="stem"} [stream=0]
@@ -93,7 +93,7 @@ EVENTS_AFTER = ir("""
 def test_insert_events_pairs_a_record_and_a_wait_per_cross_stream_edge():
     """Stem -> b and stem -> c cross streams, as do b -> sum and c -> sum; stem -> a and
     a -> sum stay on stream 0.  Events are numbered in recording order."""
-    graph, ctx = run_pass_graph("insert-events", STREAMS_AFTER, graph_meta={"streams": 3})
+    graph, ctx = run_pass_graph("insert-events", STREAMS_AFTER)
     assert print_graph(graph) == EVENTS_AFTER
     assert graph.meta["events"] == 4
     assert ctx.stats == {}
@@ -103,15 +103,15 @@ def test_insert_events_prunes_a_wait_an_earlier_wait_implies():
     """a (stream 1) waits on the stem; d (stream 2) reads a and the stem's result, and its
     wait on a covers the stem too: the stem -> d edge needs no event of its own."""
     before = """
-        graph @main(%x: float32[2]) -> (%y) {
+        graph @main(%x: float32[2]) -> (%y) [streams=3] {
           %r: float32[2] = Relu(%x) {name="stem", v=14} [stream=0]
           %a: float32[2] = Neg(%r) {name="a", v=13} [stream=1]
           %y: float32[2] = Add(%a, %r) {name="d", v=14} [stream=2]
         }
     """
-    after, _ = run_pass("insert-events", before, graph_meta={"streams": 3})
+    after, _ = run_pass("insert-events", before)
     assert after == ir("""
-        graph @main(%x: float32[2]) -> (%y) {
+        graph @main(%x: float32[2]) -> (%y) [streams=3, events=2] {
           %r: float32[2] = Relu(%x) {name="stem", v=14} [stream=0]
           EventRecord() {name="record_e0", domain="aircc", v=1, dst="a", event=0, src="stem"} [stream=0]
           EventWait() {name="wait_e0", domain="aircc", v=1, dst="a", event=0, src="stem"} [stream=1]
@@ -138,7 +138,7 @@ PLACE_BEFORE = """
 """
 
 PLACE_AFTER = ir("""
-    graph @main(%x: float32[?N,4]) -> (%y, %z) {
+    graph @main(%x: float32[?N,4]) -> (%y, %z) [host_ops=4] {
       const %i0: int64[1] = dense[0]
       const %minus1: int64[1] = dense[-1]
       %s: int64[2] = Shape(%x) {name="shape", v=15} [placement="host"]
@@ -178,7 +178,7 @@ DEVICE_BEFORE = """
 """
 
 DEVICE_AFTER = ir("""
-    graph @main(%x: float32[?N,4]) -> (%y) {
+    graph @main(%x: float32[?N,4]) -> (%y) [streams=2, events=1] {
       const %i0: int64[1] = dense[0]
       const %minus1: int64[1] = dense[-1]
       %s: int64[2] = Shape(%x) {name="shape", v=15} [placement="host"]
@@ -205,7 +205,7 @@ def test_schedule_device_nodes_streams_and_events_over_device_nodes_only():
 
 # ----------------------------------------------------------------------- schedule-regions
 REGIONS_BEFORE = """
-    graph @main(%x: float32[2,4], %c: bool[]) -> (%y) {
+    graph @main(%x: float32[2,4], %c: bool[]) -> (%y) [streams=1, events=2] {
       %y: float32[2,4] = If(%c) {name="if", v=16} [placement="device", stream=0]
         graph @then_branch() -> (%t) as then_branch {
           %p: float32[2,4] = Relu(%x) {name="relu", v=14}
@@ -219,16 +219,16 @@ REGIONS_BEFORE = """
 """
 
 REGIONS_AFTER = ir("""
-    graph @main(%x: float32[2,4], %c: bool[]) -> (%y) {
+    graph @main(%x: float32[2,4], %c: bool[]) -> (%y) [streams=2, events=3, host_ops=0] {
       %y: float32[2,4] = If(%c) {name="if", v=16} [placement="device", stream=0]
-        graph @then_branch() -> (%t) as then_branch {
+        graph @then_branch() -> (%t) as then_branch [streams=2, events=1, host_ops=0] {
           %p: float32[2,4] = Relu(%x) {name="relu", v=14} [placement="device", stream=0]
           %q: float32[2,4] = Neg(%x) {name="neg", v=13} [placement="device", stream=1]
           EventRecord() {name="record_e0_if", domain="aircc", v=1, dst="add", event=2, src="neg"} [stream=1]
           EventWait() {name="wait_e0_if", domain="aircc", v=1, dst="add", event=2, src="neg"} [stream=0]
           %t: float32[2,4] = Add(%p, %q) {name="add", v=14} [placement="device", stream=0]
         }
-        graph @else_branch() -> (%e) as else_branch {
+        graph @else_branch() -> (%e) as else_branch [streams=1, events=0, host_ops=0] {
           %e: float32[2,4] = Abs(%x) {name="abs", v=13} [placement="device", stream=0]
         }
     }
@@ -238,8 +238,7 @@ REGIONS_AFTER = ir("""
 def test_schedule_regions_schedules_bodies_with_event_ids_after_the_models():
     """The main graph used events 0 and 1: the then branch's one event is 2, named after
     its If; the model now has three events and two streams."""
-    graph, ctx = run_pass_graph("schedule-regions", REGIONS_BEFORE, min_branch_bytes=0,
-                                graph_meta={"streams": 1, "events": 2})
+    graph, ctx = run_pass_graph("schedule-regions", REGIONS_BEFORE, min_branch_bytes=0)
     assert print_graph(graph) == REGIONS_AFTER
     assert (graph.meta["streams"], graph.meta["events"]) == (2, 3)
     assert ctx.stats == {}
@@ -257,9 +256,9 @@ LOOP_REGION_BEFORE = """
 """
 
 LOOP_REGION_AFTER = ir("""
-    graph @main(%M: int64[], %x: float32[2]) -> (%y) {
+    graph @main(%M: int64[], %x: float32[2]) -> (%y) [streams=1, events=0, host_ops=2] {
       %y: float32[2] = Loop(%M, %none, %x) {name="loop", v=16} [placement="device", stream=0]
-        graph @body(%i: int64[], %cond: bool[], %h: float32[2]) -> (%cond_out, %h_out) as body {
+        graph @body(%i: int64[], %cond: bool[], %h: float32[2]) -> (%cond_out, %h_out) as body [streams=1, events=0, host_ops=2] {
           %cond_out: bool[] = Identity(%cond) {name="keep", v=16} [placement="host"]
           %f: float32[] = Cast(%i) {name="cast", v=13, to=1} [placement="host"]
           %f.dev: float32[] = MemcpyH2D(%f) {name="h2d_f", domain="aircc", v=1, from_host=1} [placement="device", stream=0]
