@@ -10,9 +10,8 @@ its time in ``seconds``.  Nothing travels through the graph's ``meta``.
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from aircc.ops import KernelBackend, Target, kernel_backend, resolve_target
 from aircc.ops.types import Dim
@@ -73,11 +72,21 @@ class CompileContext:
         """Add ``n`` to statistic ``stat`` of the compile report."""
         self.stats[stat] = self.stats.get(stat, 0) + n
 
-    @contextmanager
-    def timed(self, name: str) -> Iterator[None]:
-        """Add the block's wall time to ``seconds[name]``."""
-        t = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t
+    def timed(self, name: str) -> "Timed":
+        """A block whose wall time adds to ``seconds[name]`` (``with ctx.timed(name):``)."""
+        return Timed(self.seconds, name)
+
+
+class Timed:
+    """Adds the wall time of a ``with`` block to ``seconds[name]``."""
+
+    __slots__ = ("seconds", "name", "start")
+
+    def __init__(self, seconds: dict[str, float], name: str):
+        self.seconds, self.name = seconds, name
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc) -> None:
+        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + time.perf_counter() - self.start

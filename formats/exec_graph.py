@@ -24,7 +24,7 @@ STREAM_KINDS = frozenset({K.ALLOC, K.LAUNCH, K.MEMCPY_H2D, K.EVENT_RECORD, K.EVE
 DEVICE_NODE_KINDS = frozenset({K.TILING, K.ALLOC, K.LAUNCH, K.MEMCPY_H2D})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ValueType:
     dtype: str
     shape: tuple | None
@@ -33,7 +33,7 @@ class ValueType:
         return {"dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
 
 
-@dataclass
+@dataclass(slots=True)
 class ExecNode:
     """One op of the model."""
 
@@ -51,10 +51,10 @@ class ExecNode:
     def to_payload(self) -> dict:
         return {"op": self.op, "domain": self.domain, "version": self.version, "name": self.name,
                 "inputs": self.inputs, "outputs": self.outputs, "attrs": self.attrs,
-                "placement": self.placement.value, "stream": self.stream, "impl": self.impl.value}
+                "placement": self.placement._value_, "stream": self.stream, "impl": self.impl._value_}
 
 
-@dataclass
+@dataclass(slots=True)
 class HostKernel:
     """One piece of host work (see :class:`~aircc.formats.kinds.HostKernelKind`)."""
 
@@ -68,7 +68,7 @@ class HostKernel:
     """Control: the op's bodies by attribute name."""
 
     def to_payload(self) -> dict:
-        out: dict = {"kind": self.kind.value}
+        out: dict = {"kind": self.kind._value_}
         if self.node is not None:
             out["node"] = self.node
         if self.kind in STREAM_KINDS or self.kind in (K.MEMCPY_D2H, K.CONTROL):
@@ -82,7 +82,7 @@ class HostKernel:
         return out
 
 
-@dataclass
+@dataclass(slots=True)
 class Body:
     """A kernel list: the main graph's, or a body of a control kernel."""
 
@@ -97,7 +97,7 @@ class Body:
                 "device_values": self.device_values}
 
 
-@dataclass
+@dataclass(slots=True)
 class ExecGraphSection:
     """Section ``exec_graph``."""
 

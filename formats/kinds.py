@@ -90,6 +90,12 @@ class Impl(str, enum.Enum):
     FALLBACK = "fallback"
 
 
+# The enums above equal their string values; hash them as those strings, in C (Enum's own
+# hash runs Python code, and the runtime dispatches on these once per task).
+for _kind in (TaskKind, HostKernelKind, HostStage, Region, Placement, Impl):
+    _kind.__hash__ = str.__hash__
+
+
 def values_of(kind: type[enum.Enum]) -> list[str]:
     """The string values of an enum, for messages."""
     return [m.value for m in kind]

@@ -18,7 +18,7 @@ from .checks import Checker
 from .kinds import Impl, Region, TaskKind
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Operand:
     """A tensor at a fixed device address."""
 
@@ -38,11 +38,11 @@ class Operand:
                        c.dtype(d, "dtype", where), c.static_shape(d, "shape", where))
 
     def to_payload(self) -> dict:
-        return {"mem": self.region.value, "offset": self.offset, "dtype": self.dtype,
+        return {"mem": self.region._value_, "offset": self.offset, "dtype": self.dtype,
                 "shape": list(self.shape)}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Workspace:
     """Scratch bytes of a kernel, in the arena."""
 
@@ -57,10 +57,10 @@ class Workspace:
                          c.int(d, "size", where, lo=0))
 
     def to_payload(self) -> dict:
-        return {"mem": self.region.value, "offset": self.offset, "size": self.size}
+        return {"mem": self.region._value_, "offset": self.offset, "size": self.size}
 
 
-@dataclass
+@dataclass(slots=True)
 class KernelTask:
     """Run one node's kernel."""
 
@@ -85,15 +85,15 @@ class KernelTask:
         return out
 
     def to_payload(self) -> dict:
-        return {"kind": self.kind.value, "id": self.id, "op": self.op, "domain": self.domain,
-                "version": self.version, "node": self.node, "impl": self.impl.value,
+        return {"kind": self.kind._value_, "id": self.id, "op": self.op, "domain": self.domain,
+                "version": self.version, "node": self.node, "impl": self.impl._value_,
                 "inputs": [None if o is None else o.to_payload() for o in self.inputs],
                 "outputs": [None if o is None else o.to_payload() for o in self.outputs],
                 "attrs": self.attrs, "tiling": self.tiling,
                 "workspace": None if self.workspace is None else self.workspace.to_payload()}
 
 
-@dataclass
+@dataclass(slots=True)
 class EventTask:
     """Record or wait on an event (Signal / Wait between streams)."""
 
@@ -105,10 +105,10 @@ class EventTask:
         return []
 
     def to_payload(self) -> dict:
-        return {"kind": self.kind.value, "id": self.id, "event": self.event}
+        return {"kind": self.kind._value_, "id": self.id, "event": self.event}
 
 
-@dataclass
+@dataclass(slots=True)
 class CopyTask:
     """Copy a feed in (``memcpy_h2d``, into ``operand``) or a result out (``memcpy_d2h``)."""
 
@@ -123,11 +123,11 @@ class CopyTask:
 
     def to_payload(self) -> dict:
         key = "dst" if self.kind is TaskKind.MEMCPY_H2D else "src"
-        return {"kind": self.kind.value, "id": self.id, "binding": self.binding,
+        return {"kind": self.kind._value_, "id": self.id, "binding": self.binding,
                 key: self.operand.to_payload()}
 
 
-@dataclass
+@dataclass(slots=True)
 class JumpTask:
     """A label, an unconditional jump to one, or a switch on a device boolean."""
 
@@ -140,7 +140,7 @@ class JumpTask:
         return [] if self.cond is None else [("cond", self.cond)]
 
     def to_payload(self) -> dict:
-        out = {"kind": self.kind.value, "id": self.id, "label": self.label}
+        out = {"kind": self.kind._value_, "id": self.id, "label": self.label}
         if self.kind is TaskKind.SWITCH:
             out["cond"] = self.cond.to_payload()     # type: ignore[union-attr]
         return out
@@ -183,7 +183,7 @@ def parse_task(c: Checker, x: Any, where: str) -> Task:
     return JumpTask(tid, kind, label, cond)
 
 
-@dataclass
+@dataclass(slots=True)
 class TasksSection:
     """Section ``tasks``: one task list per stream, and the events that order them."""
 
@@ -248,7 +248,7 @@ class TasksSection:
                 "lists": [[t.to_payload() for t in tl] for tl in self.lists]}
 
 
-@dataclass
+@dataclass(slots=True)
 class TilingSection:
     """Section ``tiling``: each kernel task's tiling data (backend-defined dicts)."""
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from aircc.errors import CompileOptionError, UnsupportedOpError
 
+from .registry import version_at
 from .targets import Target
 from .types import TensorType
 
@@ -141,12 +142,7 @@ class KernelBackend:
             raise UnsupportedOpError(op, domain, version, node,
                                      reason=f"kernel backend '{self.name}' has no kernel for it",
                                      known=self.native_ops())
-        if version is None or version <= 0:
-            return versions[-1]
-        chosen = None
-        for i in versions:
-            if i.since <= version:
-                chosen = i
+        chosen = version_at(versions, version)
         if chosen is None:
             raise UnsupportedOpError(op, domain, version, node,
                                      reason=f"backend '{self.name}' has kernels from version "

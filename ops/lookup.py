@@ -12,7 +12,7 @@ from typing import Protocol
 from aircc.errors import UnsupportedOpError
 
 from .fallback import fallback_def
-from .registry import OpDef, canonical_domain, definitions, native_ops
+from .registry import MEMO, OpDef, canonical_domain, native_ops, version_at, versions_of
 
 
 class NodeLike(Protocol):
@@ -34,20 +34,23 @@ def op_def(name: str, version: int | None = None, domain: str = "", node: str = 
     gets it too when onnx knows the op.  Raises :class:`UnsupportedOpError` listing the
     known ops otherwise.
     """
-    domain = canonical_domain(domain)
-    versions = definitions(name, domain)
+    key = (name, version, domain, fallback)
+    found = MEMO.get(key)
+    if found is not None:
+        return found
+    MEMO[key] = found = _resolve(name, version, canonical_domain(domain), node, fallback)
+    return found
+
+
+def _resolve(name: str, version: int | None, domain: str, node: str, fallback: bool) -> OpDef:
+    versions = versions_of(name, domain)
     if fallback or not versions:
         found = fallback_def(name, version, domain)
         if found is not None:
             return found
     if not versions:
         raise UnsupportedOpError(name, domain, version, node, known=native_ops())
-    if version is None or version <= 0:
-        return versions[-1]
-    chosen = None
-    for d in versions:
-        if d.since <= version:
-            chosen = d
+    chosen = version_at(versions, version)
     if chosen is None:
         raise UnsupportedOpError(name, domain, version, node,
                                  reason=f"earliest supported version is {versions[0].since}")

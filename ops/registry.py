@@ -118,6 +118,8 @@ class OpDef:
 
 _REGISTRY: dict[tuple[str, str], list[OpDef]] = {}
 _TRAITS: dict[tuple[str, str], frozenset[Trait]] = {}
+#: Memos of lookups every pass makes once per node, dropped when an op is registered.
+MEMO: dict = {}
 _load_lock = threading.RLock()
 _loaded = False
 _loading = False
@@ -133,6 +135,7 @@ def register_op(definition: OpDef) -> OpDef:
     versions.append(definition)
     versions.sort(key=lambda d: d.since)
     _TRAITS[key] = _TRAITS.get(key, frozenset()) | definition.traits
+    MEMO.clear()
     return definition
 
 
@@ -151,21 +154,51 @@ def define(name: str, since: int = 1, domain: str = "", *, value_inputs: tuple[i
     return register
 
 
+def version_at(versions: list, version: int | None):
+    """Of ``versions`` (anything with a ``since``, oldest first), the one that applies at
+    opset ``version``: the newest ``since`` at or below it, the newest of all for None or 0;
+    None when every one is newer."""
+    if version is None or version <= 0:
+        return versions[-1]
+    chosen = None
+    for v in versions:
+        if v.since <= version:
+            chosen = v
+    return chosen
+
+
 def canonical_domain(domain: str) -> str:
     """``ai.onnx`` and ``""`` are the same (default) domain."""
     return "" if domain in ("", "ai.onnx") else domain
 
 
+_NONE: tuple = ()
+
+
+def versions_of(name: str, domain: str = "") -> list[OpDef] | tuple:
+    """The native definitions of an op, oldest first, as the registry keeps them (do not
+    modify); empty when it has none.  Asked once per node by every pass: kept lean."""
+    if not _loaded:
+        load_definitions()
+    if domain == "ai.onnx":
+        domain = ""
+    return _REGISTRY.get((domain, name), _NONE)
+
+
 def definitions(name: str, domain: str = "") -> list[OpDef]:
     """Every native definition of an op, oldest first (empty when it has none)."""
-    load_definitions()
-    return list(_REGISTRY.get((canonical_domain(domain), name), ()))
+    return list(versions_of(name, domain))
 
 
 def has_trait(op: str, trait: Trait, domain: str = "") -> bool:
     """Whether any version of ``op`` (in ``domain``) has ``trait``."""
-    load_definitions()
-    return trait in _TRAITS.get((canonical_domain(domain), op), frozenset())
+    found = MEMO.get((op, trait, domain))
+    if found is None:
+        if not _loaded:
+            load_definitions()
+        traits = _TRAITS.get((canonical_domain(domain), op))
+        found = MEMO[(op, trait, domain)] = traits is not None and trait in traits
+    return found
 
 
 def ops_with(trait: Trait, domain: str | None = "") -> frozenset[str]:

@@ -35,3 +35,7 @@ class Trait(enum.Enum):
     DEVICE_TASK = "device_task"
     """A task of the device itself, not a kernel: it has no tiling and lowers to a task
     kind of its own (event record and wait, copies, labels, jumps)."""
+
+    # Members are singletons compared by identity: hash them so, in C (Enum's own hash
+    # runs Python code, and every pass asks traits once per node).
+    __hash__ = object.__hash__

@@ -115,6 +115,19 @@ class _Line:
             return v == "true"
         raise IRParseError(f"bad attribute value {v!r} in: {self.text.strip()}")
 
+    def key_values(self) -> dict:
+        """``[key=value, ...]``: a node's meta or a region's schedule facts."""
+        out = {}
+        self.take(value="[")
+        while not self.peek("]"):
+            key = self.take("word")
+            self.take(value="=")
+            out[key] = self.value()
+            if self.peek(","):
+                self.take()
+        self.take(value="]")
+        return out
+
     def array(self, t: TensorType, resource: np.ndarray | None) -> np.ndarray:
         kind, v = self.toks[self.k]
         if kind == "digest":
@@ -161,14 +174,7 @@ def _parse_region(lines: list[str], i: int, resources) -> tuple[Graph, int]:
         head.take()
         g.meta["attribute"] = head.take("word")
     if head.peek("["):                   # facts the schedule recorded (streams, events)
-        head.take()
-        while not head.peek("]"):
-            key = head.take("word")
-            head.take(value="=")
-            g.meta[key] = head.value()
-            if head.peek(","):
-                head.take()
-        head.take(value="]")
+        g.meta.update(head.key_values())
     i += 1
     while i < len(lines):
         line = lines[i]
@@ -233,12 +239,5 @@ def _parse_node(ln: _Line, g: Graph) -> Node:
             ln.take()
     ln.take(value="}")
     if ln.peek("["):
-        ln.take()
-        while not ln.peek("]"):
-            key = ln.take("word")
-            ln.take(value="=")
-            node.meta[key] = ln.value()
-            if ln.peek(","):
-                ln.take()
-        ln.take(value="]")
+        node.meta.update(ln.key_values())
     return node

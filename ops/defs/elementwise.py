@@ -23,16 +23,6 @@ def bool_mask(ctx: InferContext) -> list[TensorType]:
     return [TensorType("bool", ctx.input_type(0).shape)]
 
 
-def _documented(rule: ShapeRule, doc: str) -> ShapeRule:
-    """``rule`` under a docstring of its own: what the op it defines computes."""
-
-    def rule_of_op(ctx: InferContext) -> list[TensorType]:
-        return rule(ctx)
-
-    rule_of_op.__doc__ = doc
-    return rule_of_op
-
-
 #: (name, since, what it computes per element, shape rule)
 UNARY: list[tuple[str, int, str, ShapeRule]] = [
     ("Relu", 1, "max(x, 0).", same_type),
@@ -77,7 +67,7 @@ UNARY: list[tuple[str, int, str, ShapeRule]] = [
 
 for _name, _since, _doc, _rule in UNARY:
     _traits = {Trait.ELEMENTWISE} | ({Trait.HOST_CAPABLE} if _name in HOST_CAPABLE else set())
-    define(_name, _since, traits=_traits)(_documented(_rule, _doc))
+    define(_name, _since, traits=_traits, doc=_doc)(_rule)
 
 
 @define("IsInf", 10, traits={Trait.ELEMENTWISE})
