@@ -21,9 +21,11 @@ from aircc.errors import ModelFormatError
 from .checks import Checker
 from .exec_graph import ExecGraphSection
 from .gears import GearsSection
+from .host_order import check_host_order
 from .kinds import Region, TaskKind
 from .memory_plan import MemoryPlanSection
 from .model_section import MODES, IOSpec, ModelSection
+from .task_order import check_jumps, check_waits
 from .tasks import CopyTask, KernelTask, TasksSection, TilingSection
 
 #: Revision of the payload schemas; bumped whenever a payload's shape changes.
@@ -126,6 +128,9 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
     mp = plan.memory_plan
     limits = {Region.ARENA: mp.arena_bytes, Region.WEIGHTS: mp.weights_bytes}
     c = Checker(section)
+    order = Checker(section, f"{prefix}tasks" if prefix else "")
+    check_jumps(plan.tasks, order)
+    check_waits(plan.tasks, order)
     for s, tl in enumerate(plan.tasks.lists):
         for i, task in enumerate(tl):
             w = f"{prefix}{'tasks.' if prefix else ''}lists[{s}][{i}]"
@@ -168,9 +173,11 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
 
 
 def check_exec_graph(contract: ModelContract) -> None:
-    """The execute graph's inputs and outputs are the model's."""
+    """The execute graph's inputs and outputs are the model's, and its host kernels come in
+    an order the runtime can follow (:mod:`.host_order`)."""
     eg, model = contract.exec_graph, contract.model
     c = Checker("exec_graph")
+    check_host_order(eg, c)
     for key, ios in (("inputs", model.inputs), ("outputs", model.outputs)):
         names = [io.name for io in ios]
         if getattr(eg, key) != names:

@@ -14,6 +14,7 @@ from typing import Any
 from .checks import Checker
 from .kinds import HostKernelKind, Impl, Placement
 from .model_section import value_dtype
+from .tasks import MAX_STREAMS
 
 K = HostKernelKind
 #: Host kernels that act on one node, and those that run on a stream.
@@ -134,7 +135,7 @@ class _Parser:
     def section(self, payload: Any) -> ExecGraphSection:
         c = self.c
         d = c.dict(payload, "")
-        self.streams = c.int(d, "streams", "", lo=1)
+        self.streams = c.int(d, "streams", "", lo=1, hi=MAX_STREAMS + 1)
         self.events = c.int(d, "events", "", lo=0)
         host_ops = c.int(d, "host_ops", "", lo=0)
         values = c.dict(c.get(d, "values", ""), "values")

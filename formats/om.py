@@ -15,7 +15,6 @@ Layout (little-endian), modelled on the CANN offline model:
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import struct
 import zlib
@@ -64,7 +63,8 @@ class OmFile:
     mode: str
     sections: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, np.ndarray] = field(default_factory=dict)
-    _buffer: Any = field(default=None, compare=False)  # keeps a loaded file's mmap alive
+    buffer: Any = field(default=None, compare=False)
+    """The bytes a loaded model's weights are views of (kept alive with them)."""
     contract: ModelContract | None = field(default=None, compare=False)
 
     def parsed(self) -> ModelContract:
@@ -326,18 +326,20 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
             arr = np.empty(shape, dtype)
         arr.flags.writeable = False
         weights[name] = arr
-    om = OmFile(mode, sections, weights, _buffer=keep)
+    om = OmFile(mode, sections, weights, buffer=keep)
     om.contract = parse_sections(mode, sections, _weight_sizes(weights))
     return om
 
 
 def load_om(source: str | os.PathLike | bytes | bytearray | memoryview, *,
             verify: bool = True) -> OmFile:
-    """Read a .om model from a path (memory-mapped) or from bytes.
+    """Read a .om model from a path or from bytes.
 
-    Weights are read-only views into the mapping / the given bytes (no copy).
-    With ``verify`` (default) every section's crc32 is checked.  Every problem
-    with the data raises ModelFormatError.
+    A path is read whole into memory, so that changing or deleting the file afterwards
+    cannot touch the model (a mapping of the file would see it, or fault).  Weights are
+    read-only views into those bytes (or the given bytes: no copy).  With ``verify``
+    (default) every section's crc32 is checked.  Every problem with the data raises
+    ModelFormatError.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         keep: Any = source
@@ -349,8 +351,9 @@ def load_om(source: str | os.PathLike | bytes | bytearray | memoryview, *,
         try:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                keep = (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                        if size else b"")
+                keep = bytearray(size)
+                if f.readinto(keep) != size:
+                    raise OSError(f"the file changed size while it was read ({size} bytes before)")
         except (OSError, ValueError) as exc:
             raise ModelFormatError(f"cannot read model file '{path}': {exc}") from exc
         buf = memoryview(keep)

@@ -17,6 +17,9 @@ import numpy as np
 from .checks import Checker
 from .kinds import Impl, Region, TaskKind
 
+#: Most streams a model may ask for: each is a device worker thread.
+MAX_STREAMS = 256
+
 
 @dataclass(slots=True)
 class Operand:
@@ -197,15 +200,20 @@ class TasksSection:
     def parse(payload: Any, section: str = "tasks", prefix: str = "") -> "TasksSection":
         c = Checker(section, prefix)
         d = c.dict(payload, "")
-        streams = c.int(d, "streams", "", lo=1)
+        streams = c.int(d, "streams", "", lo=1, hi=MAX_STREAMS + 1)
         events = c.int(d, "events", "", lo=0)
         raw = c.list(c.get(d, "lists", ""), "lists")
         if len(raw) != streams:
             c.fail("lists", f"has {len(raw)} task lists but streams is {streams}")
+        for s, tl in enumerate(raw):
+            if not c.list(tl, f"lists[{s}]"):
+                c.fail(f"lists[{s}]", "is empty: every stream has tasks")
         lists = [[parse_task(c, t, f"lists[{s}][{i}]") for i, t in enumerate(c.list(tl, f"lists[{s}]"))]
                  for s, tl in enumerate(raw)]
         total = sum(len(tl) for tl in lists)
         count = c.int(d, "count", "", lo=0) if "count" in d else total
+        if count != total:
+            c.fail("count", f"is {count}, but the lists hold {total} tasks")
         section_ = TasksSection(streams, events, lists, count)
         section_.check(c)
         return section_

@@ -197,11 +197,17 @@ def test_a_control_kernel_must_run_control_flow():
     om = aircc.compile(loop_if_model(), mode="dynamic", target="cpu-avx2").om
     eg = om.sections["exec_graph"]
     k = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "control")
-    relu = next(n for n, node in enumerate(eg["nodes"]) if node["op"] == "ReduceSum")
+    node = eg["kernels"][k]["node"]
     bad = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)
-    bad.sections["exec_graph"]["kernels"][k]["node"] = relu
-    with pytest.raises(ModelFormatError, match=f"kernels\\[{k}\\].node is node {relu}"):
+    bad.sections["exec_graph"]["nodes"][node]["op"] = "Relu"         # not control flow
+    with pytest.raises(ModelFormatError, match=f"kernels\\[{k}\\].node is node {node} "
+                                               f"\\('{eg['nodes'][node]['name']}', op Relu\\), not an If"):
         aircc.load(forge(bad))
+    moved = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)   # results nobody made
+    moved.sections["exec_graph"]["kernels"][k]["node"] = next(
+        n for n, x in enumerate(eg["nodes"]) if x["op"] == "ReduceSum")
+    with pytest.raises(ModelFormatError, match="section 'exec_graph': kernels\\[\\d+\\].values free"):
+        aircc.load(forge(moved))
     with aircc.load(om) as good:                             # the next load works
         assert good.run({"M": np.array(2, np.int64),
                          "x": np.ones((2, 8), np.float32)})["y"].shape == (2, 8)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import mmap
 import os
 import random
 import struct
@@ -211,7 +210,7 @@ def test_alignment_and_zero_copy_views():
     assert np.shares_memory(o2.weights["f32"], np.frombuffer(ba, np.uint8))
 
 
-def test_file_round_trip_mmap(tmp_path):
+def test_file_round_trip_read_whole(tmp_path):
     m = model()
     p = tmp_path / "tiny.om"
     n = save_om(m, p)
@@ -219,11 +218,14 @@ def test_file_round_trip_mmap(tmp_path):
     assert os.listdir(tmp_path) == ["tiny.om"]   # no temp file left behind
     o = load_om(p)
     assert_same(m, o)
-    assert isinstance(o._buffer, mmap.mmap)
-    mapped = np.frombuffer(o._buffer, np.uint8)
-    assert np.shares_memory(o.weights["f32"], mapped)
+    held = np.frombuffer(o.buffer, np.uint8)     # the file's bytes, read into memory
+    assert np.shares_memory(o.weights["f32"], held)
     n2 = save_om(model("dynamic"), str(p))       # atomic overwrite of an existing file
     assert load_om(str(p)).mode == "dynamic" and n2 == p.stat().st_size
+    np.testing.assert_array_equal(o.weights["f32"], m.weights["f32"])   # untouched by it
+    p.write_bytes(b"\0" * 64)                    # overwritten in place, then deleted
+    p.unlink()
+    np.testing.assert_array_equal(o.weights["f32"], m.weights["f32"])
     (tmp_path / "empty.om").write_bytes(b"")
     with pytest.raises(ModelFormatError, match="truncated"):
         load_om(tmp_path / "empty.om")
@@ -237,7 +239,7 @@ def test_large_weights_are_not_copied(tmp_path):
     p = tmp_path / "big.om"
     save_om(OmFile("static", sections(), big), p)
     o = load_om(p)
-    mapped = np.frombuffer(o._buffer, np.uint8)
+    mapped = np.frombuffer(o.buffer, np.uint8)
     assert sum(a.nbytes for a in o.weights.values()) == 90 * 2**20
     for name, arr in o.weights.items():
         assert not arr.flags.owndata and not arr.flags.writeable
@@ -401,13 +403,17 @@ def _bad(mutate):
     (lambda s: s["model"].update(mode="eager"), "section 'model': mode must be"),
     (lambda s: s["model"]["inputs"][0].update(shape=[1.5]), "section 'model': inputs[0].shape[0]"),
     (lambda s: s["model"].update(opsets={"": "17"}), "section 'model': opsets"),
-    (lambda s: s["tasks"].update(streams=0), "section 'tasks': streams must be an int >= 1"),
+    (lambda s: s["tasks"].update(streams=0), "section 'tasks': streams must be an int in [1, 257)"),
     (lambda s: s["tasks"]["lists"].pop(), "section 'tasks': lists has 1 task lists"),
     (lambda s: s["tasks"]["lists"][0].append({"kind": "spin", "id": 6}), "section 'tasks': lists[0][3].kind"),
     (lambda s: s["tasks"]["lists"][0][2].update(event=1), "section 'tasks': lists[0][2].event"),
     (lambda s: s["tasks"].update(count=7) or s["tasks"]["lists"][1].append(
         {"kind": "event_record", "id": 6, "event": 0}), "event 0 is recorded 2 times"),
-    (lambda s: s["tasks"]["lists"][1].pop(0), "event 0 is never waited on"),
+    (lambda s: s["tasks"]["lists"][1].__setitem__(0, {"kind": "label", "id": 3, "label": 0}),
+     "event 0 is never waited on"),
+    (lambda s: s["tasks"]["lists"][1].pop(0), "count is 6, but the lists hold 5 tasks"),
+    (lambda s: s["tasks"]["lists"].append([]) or s["tasks"].update(streams=3),
+     "section 'tasks': lists[2] is empty"),
     (lambda s: s["tasks"]["lists"][0].__setitem__(0, {"kind": "memcpy_h2d", "id": 0}),
      "section 'tasks': lists[0][0] is missing key 'binding'"),
     (lambda s: s["memory_plan"].update(alignment=-1), "section 'memory_plan': alignment"),
