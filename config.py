@@ -3,8 +3,8 @@
 Defaults of the compile and of the runtime come from here; no other module
 reads ``os.environ``.  :func:`settings` reads the environment when first asked
 and keeps the result (:func:`reload` reads it again, for a program that changes
-its environment on purpose).  An invalid value raises the error of the thing it
-configures, naming the variable.
+its environment on purpose).  An invalid value raises
+:class:`~aircc.errors.ConfigError` naming the variable and the values it allows.
 
 =============================  ==========================================================
 ``AIRCC_TARGET``               default ``aircc compile --target`` (``native``, ``cpu-avx2``,
@@ -16,14 +16,21 @@ configures, naming the variable.
 ``AIR_DEVICE_MEMORY``          capacity of a new virtual device (``512M``, ``8G``); default 8G
 ``AIR_DEVICE_CPUS``            CPUs a new device's stream workers run on (``0``, ``0-1``)
 ``AIR_RUNTIME_CORE_NUMBER``    dynamic models' host threads: 1 or 3 (default 3)
+``AIRCC_RUN_TIMEOUT``          deadline of every run in seconds, when neither ``run()`` nor
+                               ``load()`` gives one (default 600)
+``AIRCC_RECOVERY``             default recovery policy of loaded models
+                               (:class:`aircc.executor.runtime.recovery.RecoveryPolicy`)
+``AIRCC_FAULTS``               faults to inject (:mod:`aircc.faults`), e.g. ``hang@node=conv1``
 =============================  ==========================================================
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass
 
-from aircc.errors import CompileOptionError, DeviceError, InputError
+from aircc.errors import ConfigError
 
 DEFAULT_DEVICE_MEMORY = 8 << 30
 
@@ -35,7 +42,12 @@ VARIABLES = {
     "AIR_DEVICE_MEMORY": "capacity of a new virtual device (default 8G)",
     "AIR_DEVICE_CPUS": "CPUs a new device's stream workers run on (default: not pinned)",
     "AIR_RUNTIME_CORE_NUMBER": "dynamic models' host threads, 1 or 3 (default 3)",
+    "AIRCC_RUN_TIMEOUT": "deadline of every run in seconds (default 600)",
+    "AIRCC_RECOVERY": "default recovery policy, e.g. retries=1,device_lost=reset",
+    "AIRCC_FAULTS": "faults to inject, e.g. hang@node=conv1,seconds=2;kernel_error@run=3",
 }
+
+DEFAULT_RUN_TIMEOUT = 600.0
 
 
 def parse_bytes(text: str) -> int:
@@ -65,6 +77,29 @@ class Settings:
     device_memory: int = DEFAULT_DEVICE_MEMORY
     device_cpus: str | None = None
     runtime_core_number: int = 3
+    run_timeout: float = DEFAULT_RUN_TIMEOUT
+    """Seconds a run may take when neither ``run()`` nor ``load()`` says."""
+    recovery: str = ""
+    """The default recovery policy's text (parsed by the runtime)."""
+    faults: str = ""
+    """Faults to inject (parsed by :mod:`aircc.faults`)."""
+
+
+def _check_cpus(text: str) -> str:
+    """``AIR_DEVICE_CPUS`` as given, if it is a CPU list of CPUs this process may use."""
+    spec = text.replace(" ", "")
+    if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", spec):
+        raise ConfigError(f"AIR_DEVICE_CPUS={text!r} is not a CPU list; expected e.g. 0, 0,1 "
+                          f"or 0-3 (or unset: not pinned)")
+    cpus = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    if not cpus or (allowed is not None and not cpus <= allowed):
+        raise ConfigError(f"AIR_DEVICE_CPUS={text!r}: CPUs {sorted(cpus)} are not all available "
+                          f"to this process (available: {sorted(allowed or ())})")
+    return text
 
 
 def _read(env) -> Settings:
@@ -72,24 +107,44 @@ def _read(env) -> Settings:
     if target is None and env.get("AIRCC_VECTOR_CLASS"):
         cls = env["AIRCC_VECTOR_CLASS"]
         if cls not in ("avx2", "avx512"):
-            raise CompileOptionError(f"AIRCC_VECTOR_CLASS={cls!r} is not a vector class; "
-                                     f"known: avx2, avx512")
+            raise ConfigError(f"AIRCC_VECTOR_CLASS={cls!r} is not a vector class; "
+                              f"expected avx2 or avx512 (or unset)")
         target = f"cpu-{cls}"
     blas = (env.get("AIRCC_BLAS") or "cblas").lower()
     if blas not in ("cblas", "numpy"):
-        raise CompileOptionError(f"AIRCC_BLAS={env['AIRCC_BLAS']!r}: expected 'numpy' (or unset)")
+        raise ConfigError(f"AIRCC_BLAS={env['AIRCC_BLAS']!r}: expected numpy or cblas (or unset)")
     memory = DEFAULT_DEVICE_MEMORY
     if env.get("AIR_DEVICE_MEMORY"):
         try:
             memory = parse_bytes(env["AIR_DEVICE_MEMORY"])
         except ValueError as e:
-            raise DeviceError(f"AIR_DEVICE_MEMORY: {e}") from None
+            raise ConfigError(f"AIR_DEVICE_MEMORY: {e}") from None
+    cpus = _check_cpus(env["AIR_DEVICE_CPUS"]) if env.get("AIR_DEVICE_CPUS") else None
     cores = env.get("AIR_RUNTIME_CORE_NUMBER") or "3"
     if cores.strip() not in ("1", "3"):
-        raise InputError(f"AIR_RUNTIME_CORE_NUMBER={cores!r}: must be 1 (sequential) or 3 (pipelined)")
+        raise ConfigError(f"AIR_RUNTIME_CORE_NUMBER={cores!r}: must be 1 (sequential) or "
+                          f"3 (pipelined)")
+    timeout = DEFAULT_RUN_TIMEOUT
+    if env.get("AIRCC_RUN_TIMEOUT"):
+        raw = env["AIRCC_RUN_TIMEOUT"]
+        try:
+            timeout = float(raw)
+        except ValueError:
+            timeout = math.nan
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise ConfigError(f"AIRCC_RUN_TIMEOUT={raw!r}: expected a positive number of "
+                              f"seconds (default {DEFAULT_RUN_TIMEOUT:g})")
+    faults = env.get("AIRCC_FAULTS") or ""
+    if faults:
+        from aircc.faults import parse
+
+        try:
+            parse(faults)
+        except ValueError as e:
+            raise ConfigError(f"AIRCC_FAULTS={faults!r}: {e}") from None
     return Settings(target=target or "native", blas=blas, device_memory=memory,
-                    device_cpus=env.get("AIR_DEVICE_CPUS") or None,
-                    runtime_core_number=int(cores))
+                    device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
+                    recovery=env.get("AIRCC_RECOVERY") or "", faults=faults)
 
 
 _settings: Settings | None = None

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
-from aircc.errors import AirccError
+from aircc.errors import CommandLineError
+
+from .errors import EXIT_CODES_HELP, OneLineErrorGroup
+from .paths import check_output_path
 
 
 def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, list]:
@@ -16,22 +18,13 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, list]:
         for part in filter(None, (p.strip() for p in spec.split(";"))):
             name, sep, dims = part.rpartition(":")
             if not sep or not name:
-                raise click.BadParameter(f"'{part}' is not NAME:D1,D2,...", param_hint="--input-shape")
+                raise CommandLineError(f"--input-shape: '{part}' is not NAME:D1,D2,...")
             shapes[name] = [int(d) if d.strip().lstrip("-").isdigit() else d.strip()
                             for d in dims.split(",") if d.strip()]
     return shapes
 
 
-class _Group(click.Group):
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except AirccError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
-
-
-@click.group(cls=_Group)
+@click.group(cls=OneLineErrorGroup, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="aircc")
 def main():
     """aircc: an ONNX graph compiler for a virtual NPU."""
@@ -72,21 +65,26 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
         try:
             gears = [int(b) for b in dynamic_batch.split(",") if b.strip()]
         except ValueError:
-            raise click.BadParameter(f"'{dynamic_batch}' is not a list of batch sizes",
-                                     param_hint="--dynamic-batch") from None
+            raise CommandLineError(f"--dynamic-batch: '{dynamic_batch}' is not a list of batch "
+                                   f"sizes (e.g. 1,2,4,8)") from None
     options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes),
                              mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
                              split_matrix_branches=split_matrix_branches, target=target)
+    if emit == "om":
+        if not output:
+            raise CommandLineError("missing -o/--output (or use --emit ir / --emit report)")
+        check_output_path(output)
     if emit == "ir":
         click.echo(emit_ir(model, options))
         return
-    if emit == "om" and not output:
-        raise click.UsageError("missing -o/--output (or use --emit ir / --emit report)")
     compiled = compile_model(model, options)
     if emit == "report":
         click.echo(json.dumps(compiled.report, indent=2))
         return
-    size = compiled.save(output)
+    try:
+        size = compiled.save(output)
+    except OSError as e:
+        raise CommandLineError(f"cannot write --output {output!r}: {e.strerror or e}") from None
     r = compiled.report
     if r["mode"] == "dynamic":
         memory = f"{r['host_kernels']} host kernels, {r['host_ops']} host-placed ops"

@@ -1,13 +1,57 @@
 """``airrun``: run an .om model on the virtual device."""
 from __future__ import annotations
 
-import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
 
-from aircc.errors import AirccError
+from aircc.errors import CommandLineError, DeviceError, InputError
+
+from .errors import EXIT_CODES_HELP, OneLineErrorCommand
+from .paths import check_output_path, write_atomically
+
+if TYPE_CHECKING:
+    from aircc.executor.device.device import VirtualDevice
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def load_array_file(path: str) -> np.ndarray | np.lib.npyio.NpzFile:
+    """The array of an .npy file or the NpzFile of an .npz (without pickle); InputError
+    naming the file when it is missing, unreadable or not one of those."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except FileNotFoundError:
+        raise InputError(f"input file {path!r} does not exist") from None
+    except OSError as e:
+        raise InputError(f"cannot read input file {path!r}: {e.strerror or e}") from None
+    if head != NPY_MAGIC and not head.startswith(ZIP_MAGICS):
+        raise InputError(f"input file {path!r} is not a .npy or .npz file")
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as e:  # numpy's errors for a damaged file have no common base
+        raise InputError(f"input file {path!r} cannot be loaded: {type(e).__name__}: {e}") from None
+
+
+def read_npz(path: str, known: list[str]) -> dict[str, np.ndarray]:
+    """Every array of the .npz at ``path``, by name; each must be an input of the model."""
+    feeds = {}
+    with load_array_file(path) as z:
+        unknown = sorted(set(z.files) - set(known))
+        if unknown:
+            raise InputError(f"input file {path!r} holds {unknown}, which the model does not "
+                             f"have; its inputs are {known}")
+        for k in z.files:
+            try:
+                feeds[k] = z[k]
+            except Exception as e:
+                raise InputError(f"input file {path!r}: array {k!r} cannot be loaded: "
+                                 f"{type(e).__name__}: {e}") from None
+    return feeds
 
 
 def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndarray]:
@@ -18,26 +62,35 @@ def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndar
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = "", spec
-        if path.endswith(".npz"):
-            with np.load(path) as z:
-                feeds.update({k: z[k] for k in z.files})
+        elif name not in positional:
+            raise InputError(f"--input {spec}: the model has no input {name!r}; "
+                             f"its inputs are {positional}")
+        loaded = load_array_file(path)
+        if not isinstance(loaded, np.ndarray):
+            loaded.close()
+            if name:
+                raise InputError(f"--input {spec}: an .npz holds inputs by name; give it "
+                                 f"without NAME=")
+            feeds.update(read_npz(path, positional))
             continue
-        arr = np.load(path)
         if not name:
-            taken = [n for n in positional if n not in feeds]
-            if not taken:
-                raise click.BadParameter(f"more inputs given than the model has ({positional})")
-            name = taken[0]
-        feeds[name] = arr
+            free = [n for n in positional if n not in feeds]
+            if not free:
+                raise InputError(f"--input {path}: more input files than the model has "
+                                 f"inputs ({positional})")
+            name = free[0]
+        feeds[name] = loaded
     return feeds
 
 
 def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
+    """Inputs drawn from a generator seeded with ``seed`` (every shape must be static)."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in inputs:
         if not all(isinstance(d, int) for d in i["shape"]):
-            raise click.UsageError(f"input '{i['name']}' has a symbolic shape {i['shape']}; give --input")
+            raise CommandLineError(f"--random: input '{i['name']}' has a symbolic shape "
+                                   f"{i['shape']}; give --input")
         dt = np.dtype(i["dtype"])
         if dt.kind == "f":
             feeds[i["name"]] = rng.standard_normal(i["shape"]).astype(dt)
@@ -48,7 +101,33 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-@click.command()
+def make_device(device_memory: str | None, device_cpus: str | None) -> VirtualDevice | None:
+    """A device of the capacity and CPUs given on the command line (None: none given)."""
+    if not (device_memory or device_cpus):
+        return None
+    from aircc.config import parse_bytes
+    from aircc.executor.device.device import VirtualDevice, check_cpus
+
+    memory = None
+    if device_memory:
+        try:
+            memory = parse_bytes(device_memory)
+        except ValueError as e:
+            raise CommandLineError(f"--device-memory: {e}") from None
+    if device_cpus is not None:
+        try:
+            check_cpus(device_cpus)
+        except DeviceError as e:
+            raise CommandLineError(f"--device-cpus: {e.message}") from None
+    return VirtualDevice(memory, cpus=device_cpus)
+
+
+def npz_path(output: str) -> str:
+    """Where ``np.savez`` puts ``output``: ``.npz`` is added when the name lacks it."""
+    return output if output.endswith(".npz") else output + ".npz"
+
+
+@click.command(cls=OneLineErrorCommand, epilog=EXIT_CODES_HELP)
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("-i", "--input", "input_specs", multiple=True, metavar="[NAME=]FILE.npy|FILE.npz",
               help="Input data (repeatable): .npy files in input order, NAME=FILE.npy, or an .npz by name.")
@@ -78,37 +157,45 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
 def main(model, input_specs, random_seed, output, device_memory, device_cpus, quiet, show_stats,
          runtime_cores, pad_to_gear, no_replay, repeat, benchmark):
     """Run the .om MODEL once on the virtual device and print its outputs."""
-    try:
-        import aircc
-        from aircc.config import parse_bytes
-        from aircc.executor.device.device import VirtualDevice
+    import aircc
 
-        device = None
-        if device_memory or device_cpus:
-            device = VirtualDevice(parse_bytes(device_memory) if device_memory else None,
-                                   cpus=device_cpus)
+    if random_seed is None and not input_specs:
+        raise CommandLineError("give --input FILE.npy (or --random SEED)")
+    if output:
+        check_output_path(npz_path(output))
+    device = make_device(device_memory, device_cpus)
+    try:
         t0 = time.perf_counter()
         m = aircc.load(model, device=device, pad_to_gear=pad_to_gear, replay=not no_replay,
                        runtime_core_number=int(runtime_cores) if runtime_cores else None)
         load_s = time.perf_counter() - t0
-        if random_seed is not None:
-            feeds = random_inputs(m.inputs, random_seed)
-        elif input_specs:
-            feeds = read_inputs(input_specs, m.inputs)
-        else:
-            raise click.UsageError("give --input FILE.npy (or --random SEED)")
-        with m.device.host_thread_on_device_cpus():
-            if benchmark:
-                click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
-            t0 = time.perf_counter()
-            for _ in range(repeat):
-                outputs = m.run(feeds)
-            run_s = (time.perf_counter() - t0) / repeat
-    except AirccError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
+        try:
+            run_and_report(m, input_specs, random_seed, output, quiet, show_stats, repeat,
+                           benchmark, load_s)
+        finally:
+            m.close()
+    finally:
+        if device is not None:
+            device.close()
+
+
+def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, output: str | None,
+                   quiet: bool, show_stats: bool, repeat: int, benchmark: int | None,
+                   load_s: float) -> None:
+    """Feed the loaded model ``m``, run it, save and print its outputs and timings."""
+    if random_seed is not None:
+        feeds = random_inputs(m.inputs, random_seed)
+    else:
+        feeds = read_inputs(input_specs, m.inputs)
+    with m.device.host_thread_on_device_cpus():
+        if benchmark:
+            click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            outputs = m.run(feeds)
+        run_s = (time.perf_counter() - t0) / repeat
     if output:
-        np.savez(output, **outputs)
+        write_atomically(npz_path(output), lambda f: np.savez(f, **outputs))
     for name, value in outputs.items():
         click.echo(f"{name}: {value.dtype}{list(value.shape)}")
         if not quiet:

@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import onnx
+
 from .backend import KernelBackend
 from .fallback import fallback_ops
 from .registry import all_definitions
 from .traits import Trait
+
+#: The oldest opset of the default domain aircc imports.
+OLDEST_OPSET = 1
+
+
+def supported_opsets() -> tuple[int, int]:
+    """The opsets of the default domain aircc compiles (first, last): from
+    :data:`OLDEST_OPSET` to the newest the installed onnx defines, whose schemas the
+    fallback kernels, their shape inference and the checker follow (no native definition
+    is newer)."""
+    return OLDEST_OPSET, onnx.defs.onnx_opset_version()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from aircc.errors import CompileOptionError, TargetUnavailableError
+from aircc.errors import CompileOptionError, ConfigError, TargetUnavailableError
 
 from .backend import available_backends, kernel_backend
 from .targets import DEFAULT_BACKEND, NATIVE, TARGETS, VECTOR_CLASS_FLAGS, Target, target_names
@@ -20,7 +20,8 @@ from .targets import DEFAULT_BACKEND, NATIVE, TARGETS, VECTOR_CLASS_FLAGS, Targe
 def resolve_target(name: str | None = None) -> Target:
     """The target called ``name``; None takes the configured default
     (``$AIRCC_TARGET``, else ``native``: this machine's)."""
-    if name is None:
+    from_env = name is None
+    if from_env:
         from aircc.config import settings
 
         name = settings().target
@@ -28,6 +29,9 @@ def resolve_target(name: str | None = None) -> Target:
         return native_target()
     found = TARGETS.get(name)
     if found is None:
+        if from_env:
+            raise ConfigError(f"AIRCC_TARGET={name!r} is not a target; known targets: "
+                              f"{', '.join(target_names())}")
         raise CompileOptionError(f"unknown target {name!r}; known targets: "
                                  f"{', '.join(target_names())}")
     return found

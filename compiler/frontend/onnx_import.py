@@ -15,11 +15,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from aircc.errors import ModelImportError
+from aircc.errors import CompileOptionError, ModelImportError
+from aircc.ops.catalog import supported_opsets
 
 from ..ir.graph import Dim, Graph, Node, TensorType
-
-MIN_OPSET = 1
 
 #: Deprecated ops and the op with the same semantics that replaced them: (op, since).
 RENAMED_OPS = {"Scatter": ("ScatterElements", 11)}
@@ -137,14 +136,14 @@ class _Importer:
             if vi.name in shapes:
                 fixed = tuple(shapes.pop(vi.name))
                 if t.shape is not None and len(t.shape) != len(fixed):
-                    raise ModelImportError(f"--input-shape for '{vi.name}' has rank {len(fixed)}, "
-                                           f"the model says rank {len(t.shape)}")
+                    raise CompileOptionError(f"--input-shape for '{vi.name}' has rank "
+                                             f"{len(fixed)}, the model says rank {len(t.shape)}")
                 t = TensorType(t.dtype, fixed)
             g.inputs.append(vi.name)
             g.types[vi.name] = t
         if shapes and name == "main":
-            raise ModelImportError(f"--input-shape names unknown inputs {sorted(shapes)}; "
-                                   f"the model's inputs are {g.inputs}")
+            raise CompileOptionError(f"--input-shape names unknown inputs {sorted(shapes)}; "
+                                     f"the model's inputs are {g.inputs}")
         for index, proto in enumerate(gp.node):
             attrs, regions = {}, []
 
@@ -172,15 +171,26 @@ class _Importer:
         return g
 
 
+def check_opset(version: int) -> None:
+    """ModelImportError unless ``version`` of the default domain is one aircc supports."""
+    first, last = supported_opsets()
+    if version > last:
+        raise ModelImportError(f"opset {version} of the default domain is newer than aircc "
+                               f"supports ({first} to {last}, those of onnx {onnx.__version__})")
+    if version < first:
+        raise ModelImportError(f"the model uses opset {version} of the default domain; aircc "
+                               f"supports opsets {first} to {last}")
+
+
 def import_onnx(source, input_shapes: Mapping[str, Sequence[Dim]] | None = None,
                 name: str | None = None) -> Graph:
     """Import an ONNX model (path, bytes or ModelProto) into an AIR IR graph."""
     model = load_onnx(source)
     opsets = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version)
               for o in model.opset_import}
-    if opsets.get("", 0) < MIN_OPSET:
-        raise ModelImportError(f"the model uses opset {opsets.get('', 0)} of the default domain; "
-                               f"aircc needs opset {MIN_OPSET} or later")
+    check_opset(opsets.get("", 0))
+    if not model.graph.output:
+        raise ModelImportError("the model's graph has no outputs: there is nothing to compute")
     graph = _Importer(opsets).import_graph(model.graph, "main", input_shapes)
     graph.meta["model_name"] = name or model.graph.name or "model"
     graph.meta["producer"] = f"{model.producer_name} {model.producer_version}".strip()

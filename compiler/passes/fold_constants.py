@@ -9,7 +9,7 @@ fold too, whatever produced the value.  This is what turns the light models'
 from __future__ import annotations
 
 import numpy as np
-from aircc.errors import AirccError
+from aircc.errors import AirccError, ShapeInferenceError
 from aircc.ops import node_def
 
 from ..context import CompileContext
@@ -64,6 +64,19 @@ def _foldable(graph: Graph, node: Node) -> list[TensorType] | None:
     if any(not t.is_static or t.nbytes > MAX_FOLDED_BYTES for t in out_types):
         return None
     return out_types
+
+
+def _fold(graph: Graph, node: Node, ctx: CompileContext) -> list[np.ndarray] | None:
+    """The values of a node that folds, else None; a kernel that fails on the node's
+    constants (an index out of range, say) is a ShapeInferenceError naming the node."""
+    try:
+        out_types = _foldable(graph, node)
+        return None if out_types is None else evaluate(graph, node, out_types, ctx)
+    except AirccError:
+        raise
+    except Exception as e:
+        raise ShapeInferenceError(f"node '{node.name}' ({node.op}): constant folding failed: "
+                                  f"{type(e).__name__}: {e}") from e
 
 
 def _inline_if(graph: Graph, node: Node) -> list[Node]:
@@ -123,9 +136,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
             v = _static_shape_value(graph, node)
             values = None if v is None else [v]
         if values is None:
-            out_types = _foldable(graph, node)
-            if out_types is not None:
-                values = evaluate(graph, node, out_types, ctx)
+            values = _fold(graph, node, ctx)
         if values is None:
             kept.append(node)
             _refresh_types(graph, node)

@@ -77,9 +77,9 @@ def test_errors_are_reported_cleanly(tmp_path):
     bad = tmp_path / "bad.om"
     bad.write_bytes(b"garbage" * 20)
     r = CliRunner().invoke(aircc_cli, ["inspect", str(bad)])
-    assert r.exit_code == 2 and "bad magic" in r.output
+    assert r.exit_code == 3 and "bad magic" in r.output          # a bad model
     r = CliRunner().invoke(airrun, [str(bad), "--random", "0"])
-    assert r.exit_code == 2 and "error:" in r.output
+    assert r.exit_code == 3 and r.stderr.startswith("error: [145100]")
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(tmp_path / "x.om"),
                                        "--mode", "static"])
     assert r.exit_code == 2 and "--input-shape" in r.output
@@ -116,7 +116,7 @@ def test_dynamic_mode_stats_and_gears_from_the_command_line(tmp_path):
     x3 = tmp_path / "x3.npy"
     np.save(x3, np.load(f"{SAMPLES}/mlp_input.npy")[:3])
     r = CliRunner().invoke(airrun, [str(gears), "--input", str(x3), "--quiet"])
-    assert r.exit_code == 2 and "no gear" in r.output
+    assert r.exit_code == 4 and "no gear" in r.output            # a bad input
     r = CliRunner().invoke(airrun, [str(gears), "--input", str(x3), "--quiet", "--pad-to-gear", "--stats"])
     assert r.exit_code == 0 and "probs: float32[3, 10]" in r.output and "gears" in r.output
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(gears),

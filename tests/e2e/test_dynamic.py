@@ -8,7 +8,7 @@ from onnx import helper
 
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
-from aircc.errors import CompileOptionError, InputError, KernelError
+from aircc.errors import CompileOptionError, ConfigError, InputError, KernelError
 from aircc.formats import dump_om, load_om
 from bert_encoder import build_bert_encoder, make_inputs
 from testdata import SAMPLES, light_path, random_feeds
@@ -81,7 +81,7 @@ def test_runtime_core_number_comes_from_the_environment(bert, device, aircc_env)
     m = aircc.load(om, device=device)
     assert m.core_number == 1
     m.close()
-    with pytest.raises(InputError, match="AIR_RUNTIME_CORE_NUMBER='2': must be 1 \\(sequential\\) or 3"):
+    with pytest.raises(ConfigError, match="AIR_RUNTIME_CORE_NUMBER='2': must be 1 \\(sequential\\) or 3"):
         aircc_env("AIR_RUNTIME_CORE_NUMBER", "2")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -11,7 +12,8 @@ from aircc.compiler.ir.printer import print_graph
 from aircc.compiler.ir.verifier import verify
 from aircc.compiler.passes.infer_shapes import infer_shapes
 from aircc.compiler.passes.pipeline import run_pipeline
-from aircc.errors import ModelImportError, VerificationError
+from aircc.errors import CompileOptionError, ModelImportError, VerificationError
+from aircc.ops import all_definitions
 from graphs import diamond, model, tensor
 from testdata import light_path
 
@@ -27,9 +29,9 @@ def test_import_symbolic_dims_and_input_shape_override():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", ["batch", 8])], [tensor("y", ["batch", 8])])
     assert import_onnx(m).types["x"].shape == ("batch", 8)
     assert import_onnx(m, {"x": [3, 8]}).types["x"].shape == (3, 8)
-    with pytest.raises(ModelImportError, match="rank"):
+    with pytest.raises(CompileOptionError, match="--input-shape for 'x' has rank 1, the model says rank 2"):
         import_onnx(m, {"x": [3]})
-    with pytest.raises(ModelImportError, match="unknown inputs"):
+    with pytest.raises(CompileOptionError, match=r"unknown inputs \['nope'\]; the model's inputs are \['x'\]"):
         import_onnx(m, {"nope": [1]})
 
 
@@ -44,6 +46,23 @@ def test_import_rejects_unreadable_and_invalid_models(tmp_path):
     m.graph.node[0].input[0] = "undefined_value"
     with pytest.raises(ModelImportError, match="checker"):
         import_onnx(m)
+
+
+def test_import_refuses_opsets_aircc_does_not_support_and_graphs_without_outputs():
+    from aircc.ops.catalog import supported_opsets
+
+    first, last = supported_opsets()
+    assert first == 1 and last == onnx.defs.onnx_opset_version()
+    assert all(d.since <= last for d in all_definitions() if not d.domain)
+    relu = ([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])])
+    assert import_onnx(model(*relu, opset=last)).opsets[""] == last
+    with pytest.raises(ModelImportError, match=f"opset {last + 1} of the default domain is newer "
+                                               f"than aircc supports \\(1 to {last},"):
+        import_onnx(model(*relu, opset=last + 1))
+    empty = helper.make_model(helper.make_graph([], "g", [], []), ir_version=8,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelImportError, match="no outputs"):
+        import_onnx(empty)
 
 
 def test_printer_shows_types_attrs_and_quotes_names():

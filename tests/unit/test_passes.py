@@ -89,6 +89,19 @@ def test_fold_constants_keeps_numbers():
     np.testing.assert_array_equal(run_ir(g, {"x": x})["y"], expected)
 
 
+def test_fold_constants_reports_a_kernel_that_fails_on_its_constants():
+    """A Gather whose constant indices are out of range fails the compile naming the node,
+    not with the kernel's IndexError."""
+    m = model([helper.make_node("Gather", ["data", "idx"], ["g"], axis=0, name="pick"),
+               helper.make_node("Add", ["x", "g"], ["y"])],
+              [tensor("x", [1, 3])], [tensor("y", [1, 3])],
+              [const("data", np.zeros((2, 3), np.float32)), const("idx", np.array([5], np.int64))])
+    g = infer_shapes(import_onnx(m))
+    with pytest.raises(ShapeInferenceError, match="node 'pick' \\(Gather\\): constant folding "
+                                                  "failed: IndexError: index 5 is out of bounds"):
+        fold_constants(g)
+
+
 def test_dce_removes_dead_nodes_and_constants_but_keeps_sync_ops():
     m = model([helper.make_node("Relu", ["x"], ["y"]),
                helper.make_node("Mul", ["x", "k"], ["dead"]),
