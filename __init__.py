@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 
-from .errors import (AirccError, DeviceOutOfMemoryError, InputError, KernelError,  # noqa: F401
-                     ModelFormatError, ModelImportError, ShapeInferenceError,
+from .errors import (AirccError, DeviceLostError, DeviceOutOfMemoryError,  # noqa: F401
+                     InputError, KernelError, ModelClosedError, ModelFormatError,
+                     ModelImportError, RunTimeoutError, ShapeInferenceError,
                      TargetUnavailableError, UnsupportedOpError)
 
 __version__ = "0.1.0"
@@ -43,13 +44,15 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
 
 
 def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_gear: bool = False,
-         replay: bool = True):
+         replay: bool = True, timeout: float | None = None, recovery=None):
     """Load an .om (path, bytes, OmFile, or what :func:`compile` returned) onto ``device``
-    (default: device 0).
+    (default: device 0); returns a :class:`~aircc.executor.runtime.loaded.LoadedModel`.
 
     ``runtime_core_number``: 1 (sequential) or 3 (pipelined) host execution of
     dynamic models; ``pad_to_gear``: let gear models pad a batch up to the next gear;
-    ``replay``: let a dynamic model replay the launches of a run for inputs of the same shapes.
+    ``replay``: let a dynamic model replay the launches of a run for inputs of the same
+    shapes; ``timeout``: each run's deadline in seconds (default ``$AIRCC_RUN_TIMEOUT``);
+    ``recovery``: a :class:`RecoveryPolicy` (default ``$AIRCC_RECOVERY``).
     """
     from .compiler.driver import CompiledModel
     from .executor.runtime.loader import load_model
@@ -57,7 +60,16 @@ def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_
     if isinstance(source, CompiledModel):
         source = source.om
     return load_model(source, device, runtime_core_number=runtime_core_number,
-                      pad_to_gear=pad_to_gear, replay=replay)
+                      pad_to_gear=pad_to_gear, replay=replay, timeout=timeout, recovery=recovery)
+
+
+def RecoveryPolicy(**fields):
+    """What a loaded model does when a run fails (:mod:`aircc.executor.runtime.recovery`):
+    ``retries``, ``out_of_memory``, ``timeout_retries``, ``timeout_factor``,
+    ``device_lost``, ``failover_devices``."""
+    from .executor.runtime.recovery import RecoveryPolicy as Policy
+
+    return Policy(**fields)
 
 
 def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None):

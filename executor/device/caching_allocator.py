@@ -138,6 +138,8 @@ class CachingAllocator:
             waits = self._streams_with_pending()
         # last resort: let the streams that owe us frees drain (without the lock)
         for s in waits:
+            if s.retired:       # stuck in a task: its blocks come back when it ends
+                continue
             try:
                 s.synchronize(self.sync_timeout)
             except StreamSyncTimeoutError:

@@ -5,6 +5,12 @@ ONE submission, a model-execute task queued on the model's first stream: that
 stream's worker hands every other stream its task list, then walks its own
 (events order them), and the host is told when every stream is done.  (A
 program with no task lists goes to the device's control processor.)
+
+A run that passes its deadline is cancelled: walks stop at their next task and
+event waits wake.  A walk still inside a kernel after a short grace is *stuck*:
+the device records a fault, and the program's owner replaces the stuck streams
+(:meth:`VirtualDevice.replace_streams`), keeping the memory the stuck kernel may
+still write in quarantine until it returns (:mod:`.health`).
 """
 from __future__ import annotations
 
@@ -12,142 +18,27 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
+from aircc import faults
 from aircc.config import settings
-from aircc.errors import AirccError, DeviceError, KernelError, StreamSyncTimeoutError
+from aircc.errors import (AirccError, DeviceError, DeviceLostError, DeviceOutOfMemoryError,
+                          KernelError, RunTimeoutError)
+from aircc.faults import Fault, FaultKind, InjectedFault
 from aircc.ops import KernelImpl
 
+from .cpus import check_cpus, parse_cpus  # noqa: F401  (parse_cpus: part of this module's API)
+from .health import DeviceState, FaultRecord, Quarantine
 from .memory import DeviceMemory
+from .run import Cancelled, DeviceProgram, Run, Task
 from .stream import Event, Stream
 
-def parse_cpus(text: str) -> frozenset[int]:
-    """``"0"``, ``"0,1"``, ``"0-3,6"`` -> a set of CPU numbers."""
-    cpus: set[int] = set()
-    text = text.replace(" ", "")
-    if not text:
-        raise DeviceError("empty CPU list: no CPU in it")
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            cpus.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise DeviceError(f"bad CPU list {text!r}: expected e.g. '0', '0,1' or '0-3'") from None
-    if not cpus:
-        raise DeviceError(f"bad CPU list {text!r}: no CPU in it")
-    return frozenset(cpus)
+#: Seconds a cancelled run's walks get to stop at a task boundary before the ones still
+#: inside a kernel count as stuck.
+CANCEL_GRACE = 0.2
 
-
-def check_cpus(cpus) -> frozenset[int] | None:
-    """``cpus`` (a CPU list string or numbers) checked against the CPUs this process may
-    use; None stays None (no pinning)."""
-    if cpus is None:
-        return None
-    cpus = parse_cpus(cpus) if isinstance(cpus, str) else frozenset(int(c) for c in cpus)
-    if not hasattr(os, "sched_setaffinity"):
-        raise DeviceError("pinning device workers to CPUs is not supported on this platform "
-                          "(no sched_setaffinity)")
-    allowed = os.sched_getaffinity(0)
-    if not cpus or not cpus <= allowed:
-        raise DeviceError(f"device CPUs {sorted(cpus)} are not all available to this process "
-                          f"(available: {sorted(allowed)})")
-    return cpus
-
-
-#: A device task: called by a stream worker with the run it belongs to; a control
-#: task returns the index of the next task to run (None: the next one in the list).
-Task = Callable[["Run"], "int | None"]
-
-
-class Run:
-    """One model execution in flight on the device.
-
-    The record is made once per program and re-armed for every execution: the
-    host only hands over the feeds and the result slots and takes the ``done``
-    lock (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
-    before any stream sees the run.
-    """
-
-    __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled",
-                 "base", "records", "waits", "_lock", "_streams")
-
-    def __init__(self, streams: int):
-        self.feeds: list = []
-        self.results: list = []
-        self._streams = self.pending = streams
-        self.done = threading.Lock()      # held from arm() until the last stream finishes
-        self.error: BaseException | None = None
-        self.cancelled = False
-        self.base: list[int] = []
-        """Each event's generation when the run started."""
-        self.records: list[int] = []
-        """Records of each event so far in this run (a loop records once per iteration)."""
-        self.waits: list[int] = []
-        self._lock = threading.Lock()
-
-    def arm(self, feeds: list, results: list) -> None:
-        """Host side of a new execution: its feeds, its result slots, and ``done`` taken."""
-        self.feeds, self.results = feeds, results
-        self.done.acquire()
-
-    def start(self, events: list[Event]) -> None:
-        """Device side: clear what the last execution left (by the model-execute task)."""
-        self.pending = self._streams
-        self.error, self.cancelled = None, False
-        self.base = [ev._generation for ev in events]
-        self.records = [0] * len(events)
-        self.waits = [0] * len(events)
-
-    def wait_done(self, timeout: float | None) -> bool:
-        if self.done.acquire(timeout=-1 if timeout is None else timeout):
-            self.done.release()
-            return True
-        return False
-
-    def record(self, event: Event, e: int) -> None:
-        """The n-th record of event e in this run marks generation base + n."""
-        self.records[e] += 1
-        event.record(self.base[e] + self.records[e])
-
-    def wait(self, event: Event, e: int) -> None:
-        """The n-th wait on event e in this run waits for the n-th record."""
-        self.waits[e] += 1
-        if not event.wait(self.base[e] + self.waits[e], lambda: self.cancelled):
-            raise Cancelled()
-
-    def fail(self, error: BaseException, events: list[Event]) -> None:
-        with self._lock:
-            if self.error is None:
-                self.error = error
-            self.cancelled = True
-        for e in events:
-            e.cancel()
-
-    def stream_finished(self) -> None:
-        with self._lock:
-            self.pending -= 1
-            last = self.pending == 0
-        if last:
-            self.done.release()
-
-
-class Cancelled(Exception):
-    """Raised inside a stream walk when its run was cancelled."""
-
-
-@dataclass(eq=False)
-class DeviceProgram:
-    """A loaded static model as the device keeps it: task lists bound to streams."""
-
-    streams: list[Stream]
-    events: list[Event]
-    lists: list[list[tuple[Task, dict]]]
-    """Per stream: (callable, task description) in order."""
-    run: "Run | None" = None
-    """The run record, reused by every execution (one at a time: ``lock``)."""
-    dispatch: "Callable[[], None] | None" = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+#: Byte written over device memory when the device is lost (its contents are gone).
+LOST_BYTE = 0xA5
 
 
 class VirtualDevice:
@@ -171,12 +62,21 @@ class VirtualDevice:
         self.memory = DeviceMemory(memory_bytes)
         self.streams: list[Stream] = []
         self._control = Stream(-1, name=f"dev{device_id}-control", cpus=self.cpus)
-        self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0}
+        self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0,
+                      "streams_replaced": 0, "resets": 0}
         self._lock = threading.Lock()
         self.cube = threading.Lock()
         """The matrix engine: kernels of ops whose engine is ``cube`` hold it while they
         run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
+        self.state = DeviceState.HEALTHY
+        self.epoch = 0
+        """Bumped when the device loses its memory contents (a model that loaded before
+        must write its weights again: ``LoadedModel`` does so before its next run)."""
+        self.faults: list[FaultRecord] = []
+        self.quarantines: list[Quarantine] = []
+        """Memory held back from reuse while stuck kernels may still write it."""
+        self.last_submit_seconds = 0.0
 
     def engine_call(self, impl: KernelImpl, engine: str, ins, outs, attrs, tiling, ws,
                     constant=None, prepared=None) -> Callable[[], None]:
@@ -224,58 +124,195 @@ class VirtualDevice:
 
     # ------------------------------------------------------------- resources
     def create_stream(self, priority: int = 0) -> Stream:
-        self._check_open()
-        s = Stream(len(self.streams), priority, name=f"dev{self.id}", cpus=self.cpus)
-        self.streams.append(s)
+        self.check_usable()
+        with self._lock:
+            s = Stream(len(self.streams), priority, name=f"dev{self.id}", cpus=self.cpus)
+            self.streams.append(s)
         return s
 
     def destroy_stream(self, stream: Stream) -> None:
-        stream.close()
-        if stream in self.streams:
-            self.streams.remove(stream)
+        """End ``stream``'s worker after what it has queued (a worker stuck in a task is
+        left to end when the task returns)."""
+        if not stream.retired:
+            stream.close(timeout=CANCEL_GRACE)
+        with self._lock:
+            if stream in self.streams:
+                self.streams.remove(stream)
 
     @staticmethod
     def create_events(count: int) -> list[Event]:
         return [Event(i) for i in range(count)]
 
+    def replace_streams(self, streams: list[Stream], indexes: list[int],
+                        release: Callable[[], None] | None = None, nbytes: int = 0) -> Quarantine:
+        """Put a new stream in ``streams`` in place of each one at ``indexes`` (their workers
+        are stuck in a task) and :meth:`quarantine` the old ones with ``release``."""
+        old = [streams[i] for i in indexes]
+        with self._lock:
+            for i, s in zip(indexes, old):
+                new = Stream(s.id, s.priority, name=f"dev{self.id}", cpus=self.cpus)
+                streams[i] = new
+                if s in self.streams:
+                    self.streams[self.streams.index(s)] = new
+                self.stats["streams_replaced"] += 1
+        return self.quarantine(old, release, nbytes)
+
+    def quarantine(self, streams: list[Stream], release: Callable[[], None] | None,
+                   nbytes: int) -> Quarantine:
+        """Retire ``streams`` (stuck in a task: they finish it and what is queued behind it,
+        then end); ``release`` (giving back ``nbytes`` of memory those tasks may still
+        write) runs once all of them have ended."""
+        q = Quarantine(streams, release or (lambda: None), nbytes, self._quarantine_done)
+        with self._lock:
+            for s in streams:
+                if s in self.streams:
+                    self.streams.remove(s)
+            if not q.done.is_set():
+                self.quarantines.append(q)
+        for s in streams:
+            s.retire(q.stream_ended)
+        return q
+
+    def _quarantine_done(self, q: Quarantine) -> None:
+        with self._lock:
+            if q in self.quarantines:
+                self.quarantines.remove(q)
+
+    @property
+    def quarantined_bytes(self) -> int:
+        with self._lock:
+            return sum(q.nbytes for q in self.quarantines)
+
+    def settle(self, timeout: float | None = None) -> bool:
+        """Wait until no memory is quarantined (every stuck kernel returned); False on
+        timeout."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = list(self.quarantines)
+            if not pending:
+                return True
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            pending[0].done.wait(left)
+
+    # ------------------------------------------------------------- health
+    def note_fault(self, kind: str, detail: str) -> None:
+        self.faults.append(FaultRecord(kind, detail))
+
+    def lose(self, reason: str) -> None:
+        """The device stops answering and its memory contents are gone (every allocated
+        byte is overwritten): submissions fail with ``DeviceLostError`` until :meth:`reset`."""
+        with self._lock:
+            if self.state is DeviceState.LOST:
+                return
+            self.state = DeviceState.LOST
+            self.epoch += 1
+        for off, size in self.memory.allocations():
+            self.memory.data[off:off + size] = LOST_BYTE
+        self.note_fault("lost", reason)
+
+    def reset(self) -> None:
+        """Bring a lost device back: it serves work again.  Memory stays allocated to whom
+        it was, but its contents are not restored: each model writes its weights again
+        before its next run (it sees ``epoch`` changed).  A stream still stuck in a task
+        is replaced by the model it belongs to, at that run's deadline."""
+        with self._lock:
+            self.state = DeviceState.HEALTHY
+            self.stats["resets"] += 1
+        self.note_fault("reset", f"device {self.id} reset")
+
+    def check_usable(self) -> None:
+        """DeviceError if closed, DeviceLostError if lost."""
+        if self.closed:
+            raise DeviceError(f"device {self.id} is closed")
+        if self.state is DeviceState.LOST:
+            raise DeviceLostError(f"device {self.id} is lost ({self.faults[-1].detail if self.faults else 'no answer'}); "
+                                  f"reset it, or load the model with a recovery policy that "
+                                  f"resets or fails over")
+
+    def fire(self, fault: Fault, node: str, nbytes: int = 0) -> None:
+        """Make an injected ``fault`` happen in the kernel of ``node`` (on its stream)."""
+        if not faults.fire(fault):
+            return
+        kind = fault.kind
+        if kind is FaultKind.KERNEL_ERROR:
+            raise InjectedFault(f"injected kernel error in node '{node}'")
+        if kind is FaultKind.HANG:
+            fault.hang()
+        elif kind is FaultKind.OOM:
+            raise DeviceOutOfMemoryError(nbytes, 0, self.memory.capacity,
+                                         f"node '{node}' (injected fault)")
+        elif kind is FaultKind.DEVICE_LOST:
+            self.lose(f"injected at node '{node}'")
+            raise DeviceLostError(f"device {self.id} was lost while running node '{node}' "
+                                  f"(injected fault)")
+
     # ------------------------------------------------------------- execution
     def execute(self, program: DeviceProgram, feeds: list, results: list,
-                timeout: float | None = None) -> None:
+                timeout: float | None = None, faults_plan: dict | None = None) -> None:
         """Run a static program: one host submission, the device does the rest.
 
         ``results`` holds one slot per output binding; the program's device-to-host
         copies fill them (a slot may come preset, e.g. an output known on the host).
         """
         t0 = time.thread_time()
-        run = self.submit(program, feeds, results)
+        run = self.submit(program, feeds, results, faults_plan)
         self.last_submit_seconds = time.thread_time() - t0   # host CPU spent submitting
         self.finish(program, run, timeout)
 
-    def submit(self, program: DeviceProgram, feeds: list, results: list) -> Run:
+    def submit(self, program: DeviceProgram, feeds: list, results: list,
+               faults_plan: dict | None = None) -> Run:
         """The host's half of :meth:`execute`: arm the program's run record and hand it to
         the device (its first stream).  Holds ``program.lock`` until :meth:`finish`."""
-        if self.closed:
-            self._check_open()
+        if self.state is not DeviceState.HEALTHY or self.closed:
+            self.check_usable()
         program.lock.acquire()     # one execution of a program at a time: its run record is reused
         run = program.run
         if run is None:
             run = program.run = Run(len(program.lists))
             program.dispatch = lambda: self._dispatch(program, run)
-        run.arm(feeds, results)
+        run.arm(feeds, results, faults_plan)
         (program.streams[0] if program.lists else self._control).submit(program.dispatch)
         return run
 
     def finish(self, program: DeviceProgram, run: Run, timeout: float | None = None) -> None:
-        """Wait for a submitted execution; raise what failed on the device."""
+        """Wait for a submitted execution; raise what failed on the device.
+
+        Past ``timeout`` the run is cancelled and a :class:`RunTimeoutError` names where
+        each unfinished stream was; its ``stuck`` lists the streams still inside a task
+        after :data:`CANCEL_GRACE` (the run record is then abandoned to them: the
+        program's owner must replace those streams before the program runs again)."""
         try:
             if not run.wait_done(timeout):
-                run.fail(StreamSyncTimeoutError(f"model execution did not finish within {timeout} s"),
-                         program.events)
-                run.wait_done(None)
+                busy = sorted(run.stuck(), key=lambda i: not program.in_kernel(run, i))
+                where = [program.where(run, i) for i in busy]
+                error = RunTimeoutError(
+                    f"model '{program.name}': the run passed its deadline of {timeout:g} s in "
+                    f"{'; '.join(where) or 'no stream'}",
+                    stream=busy[0] if busy else None, task=where[0] if where else "")
+                run.fail(error, program.events)
+                if not run.wait_done(CANCEL_GRACE):
+                    self.abandon(program, run, error)
             if run.error is not None:
                 raise run.error
         finally:
             program.lock.release()
+
+    def abandon(self, program: DeviceProgram, run: Run, error: BaseException) -> list[int]:
+        """Give up on a cancelled run whose walks are stuck: a fault on the device, the run
+        record left to them, and ``error`` (a RunTimeoutError) told which streams are
+        stuck.  Returns them."""
+        stuck = run.stuck()
+        if isinstance(error, RunTimeoutError):
+            error.stuck = stuck
+        if stuck and not run.abandoned:
+            self.note_fault("timeout", f"{program.name}: "
+                                       f"{'; '.join(program.where(run, i) for i in stuck)}")
+        program.run = None
+        run.abandon()
+        return stuck
 
     def _dispatch(self, program: DeviceProgram, run: Run) -> None:
         """The model-execute task, on the first stream: start the run, give each other
@@ -286,43 +323,69 @@ class VirtualDevice:
         if not program.lists:
             run.done.release()
             return
-        for stream, tasks in zip(program.streams[1:], program.lists[1:]):
-            stream.submit(lambda tasks=tasks: self._walk(tasks, run, program.events))
-        self._walk(program.lists[0], run, program.events)
+        walk = self._walk if run.faults is None else self._walk_with_faults
+        for i in range(1, len(program.lists)):
+            program.streams[i].submit(lambda i=i: walk(program.lists[i], run, program.events, i))
+        walk(program.lists[0], run, program.events, 0)
 
-    def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event]) -> None:
+    def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
+              index: int) -> None:
         """A stream worker walks its task list; control tasks return the index to jump to."""
         pc, n, ran = 0, len(tasks), 0
+        at = run.at
         desc: dict = {}
         try:
             while pc < n:
                 if run.cancelled:
                     break
+                at[index] = pc
                 fn, desc = tasks[pc]
                 jump = fn(run)
                 pc = pc + 1 if jump is None else jump
                 ran += 1
             self.stats["tasks_run"] += ran
-        except Cancelled:
-            pass
-        except AirccError as e:
-            run.fail(e, events)
-        except BaseException as e:  # a kernel failed: name the node and op
-            run.fail(KernelError(desc.get("node", desc.get("kind", "?")),
-                                 desc.get("op", desc.get("kind", "?")), e), events)
+        except BaseException as e:
+            self._failed(run, events, desc, e)
         finally:
-            run.stream_finished()
+            run.stream_finished(index)
+
+    def _walk_with_faults(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
+                          index: int) -> None:
+        """:meth:`_walk` for a run that injected faults may hit (checked before each kernel)."""
+        plan = run.faults
+        pc, n = 0, len(tasks)
+        desc: dict = {}
+        try:
+            while pc < n and not run.cancelled:
+                run.at[index] = pc
+                fn, desc = tasks[pc]
+                node = desc.get("node")
+                if node is not None:
+                    fault = faults.pick(plan, node)
+                    if fault is not None:
+                        self.fire(fault, node)
+                jump = fn(run)
+                pc = pc + 1 if jump is None else jump
+        except BaseException as e:
+            self._failed(run, events, desc, e)
+        finally:
+            run.stream_finished(index)
+
+    @staticmethod
+    def _failed(run: Run, events: list[Event], desc: dict, e: BaseException) -> None:
+        if isinstance(e, Cancelled):
+            return
+        if not isinstance(e, AirccError):       # a kernel failed: name the node and op
+            e = KernelError(desc.get("node", desc.get("kind", "?")),
+                            desc.get("op", desc.get("kind", "?")), e)
+        run.fail(e, events)
 
     def close(self) -> None:
         for s in list(self.streams):
-            s.close()
+            s.close(timeout=CANCEL_GRACE)
         self.streams.clear()
-        self._control.close()
+        self._control.close(timeout=CANCEL_GRACE)
         self.closed = True
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise DeviceError(f"device {self.id} is closed")
 
 
 _default: VirtualDevice | None = None

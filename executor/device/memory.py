@@ -44,6 +44,16 @@ class DeviceMemory:
     def available(self) -> int:
         return self.capacity - self.used
 
+    def size_of(self, offset: int) -> int:
+        """Bytes of the allocation at ``offset`` (0 if there is none)."""
+        with self._lock:
+            return self._used.get(offset, 0)
+
+    def allocations(self) -> list[tuple[int, int]]:
+        """(offset, size) of every allocation, in offset order."""
+        with self._lock:
+            return sorted(self._used.items())
+
     def largest_free_block(self) -> int:
         return max((s for _, s in self._free), default=0)
 

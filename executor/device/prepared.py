@@ -31,6 +31,7 @@ class PreparedConstants:
     def __init__(self, memory: DeviceMemory, owner: str):
         self.memory, self.owner = memory, owner
         self._made: dict[Hashable, np.ndarray] = {}
+        self._fills: list[tuple[np.ndarray, Fill]] = []
         self._offsets: list[int] = []
         self._lock = threading.Lock()
         self.nbytes = 0
@@ -54,8 +55,16 @@ class PreparedConstants:
                 raise
             self._offsets.append(off)
             self._made[key] = arr
+            self._fills.append((arr, fill))
             self.nbytes += size
             return arr
+
+    def refill(self) -> None:
+        """Make every prepared operand again in place (the device lost its memory contents;
+        the weights they come from were written back first)."""
+        with self._lock:
+            for arr, fill in self._fills:
+                fill(arr)
 
     def release(self) -> None:
         """Free every prepared operand (the model is closing, or its load failed)."""
@@ -64,6 +73,7 @@ class PreparedConstants:
                 self.memory.free(off)
             self._offsets.clear()
             self._made.clear()
+            self._fills.clear()
             self.nbytes = 0
 
 

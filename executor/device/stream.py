@@ -5,15 +5,25 @@ An :class:`Event` is recorded by one stream and waited on by others; a wait
 really blocks the waiting stream's worker until the record has run.  Events
 count generations, so a model can record the same event once per run without
 resetting it.
+
+A worker survives any task that raises (the error is kept in ``faults`` and the
+queue goes on).  A worker stuck inside a task cannot be stopped (a thread cannot be
+killed): the device *retires* its stream instead (:meth:`Stream.retire`), so that the
+stuck task and everything queued behind it run to their end on the old thread, after
+which the thread ends, while a new stream takes the old one's place.
 """
 from __future__ import annotations
 
 import os
 import queue
 import threading
+import time
 from typing import Callable, Collection
 
 from aircc.errors import StreamSyncTimeoutError
+
+#: Errors a worker keeps from tasks that raised (the newest ones).
+MAX_FAULTS = 16
 
 
 class Event:
@@ -52,9 +62,21 @@ class Stream:
                  cpus: Collection[int] | None = None):
         self.id = stream_id
         self.priority = priority
+        self.name = name
         self.cpus = frozenset(cpus) if cpus else None
         self._queue: "queue.SimpleQueue[Callable[[], None] | None]" = queue.SimpleQueue()
         self.tasks_run = 0
+        self.running: Callable[[], None] | None = None
+        """The task the worker is inside now (None when it waits for work)."""
+        self.running_since = 0.0
+        self.faults: list[BaseException] = []
+        """Errors of tasks that raised (a task should catch its own; these are the rest)."""
+        self.retired = False
+        self.drained = threading.Event()
+        """Set when the worker thread has ended (after :meth:`close` or :meth:`retire`)."""
+        self._ending = False
+        self._on_end: list[Callable[[], None]] = []
+        self._end_lock = threading.Lock()
         self._worker = threading.Thread(target=self._drain, name=f"{name}-stream{stream_id}",
                                         daemon=True)
         self._worker.start()
@@ -64,22 +86,74 @@ class Stream:
         self._queue.put(task)
 
     def synchronize(self, timeout: float | None = None) -> None:
-        """Wait until every task queued so far has run."""
+        """Wait until every task queued so far has run (on a retired stream: until its
+        worker has finished everything it still had)."""
+        if self._ending:
+            if not self.drained.wait(timeout):
+                raise StreamSyncTimeoutError(f"retired stream {self.id} is still inside a task "
+                                             f"after {timeout} s")
+            return
         done = threading.Event()
         self.submit(done.set)
         if not done.wait(timeout):
             raise StreamSyncTimeoutError(f"stream {self.id} did not drain within {timeout} s")
 
-    def close(self) -> None:
+    def busy(self) -> bool:
+        """Is the worker inside a task (as opposed to waiting for one)?"""
+        return self.running is not None
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """End the worker after what is queued; False if it is still inside a task after
+        ``timeout`` seconds (it then ends when that task returns)."""
+        self._end()
+        self._worker.join(timeout=timeout)
+        return not self._worker.is_alive()
+
+    def retire(self, then: Callable[[], None] | None = None) -> None:
+        """Take no more work: the worker finishes the task it is in and everything queued
+        behind it, then ends and calls ``then`` (at once if it has ended already).  For a
+        stream whose worker is stuck."""
+        with self._end_lock:
+            self.retired = True
+            ended = self.drained.is_set()
+            if then is not None and not ended:
+                self._on_end.append(then)
+        self._end()
+        if then is not None and ended:
+            then()
+
+    def _end(self) -> None:
+        with self._end_lock:
+            if self._ending:
+                return
+            self._ending = True
         self._queue.put(None)
-        self._worker.join(timeout=5)
+
+    @property
+    def alive(self) -> bool:
+        return self._worker.is_alive()
 
     def _drain(self) -> None:
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)   # this thread only (checked by the device)
-        while True:
-            task = self._queue.get()
-            if task is None:
-                return
-            task()
-            self.tasks_run += 1
+        get = self._queue.get
+        try:
+            while True:
+                task = get()
+                if task is None:
+                    return
+                self.running_since = time.monotonic()
+                self.running = task
+                try:
+                    task()
+                except BaseException as e:   # the worker outlives any task
+                    self.faults.append(e)
+                    del self.faults[:-MAX_FAULTS]
+                self.running = None
+                self.tasks_run += 1
+        finally:
+            with self._end_lock:
+                then, self._on_end = self._on_end, []
+                self.drained.set()
+            for fn in then:
+                fn()

@@ -18,8 +18,7 @@ from aircc.ops import TensorType
 
 def run_control(state, kernel: HostKernel) -> None:
     node = state.m.nodes[kernel.node]
-    for s in state.m.streams:   # what the control flow reads must have been computed
-        s.synchronize()
+    state.sync()                # what the control flow reads must have been computed
     if state.error is not None:
         raise state.error
     RUNNERS[node.op](state, node, kernel)
@@ -55,8 +54,7 @@ def _read(state, name: str) -> np.ndarray:
     if name in state.m.host_values:
         return state.m.host_values[name]
     if name in state.views:
-        for s in state.m.streams:
-            s.synchronize()
+        state.sync()
         state.d2h_syncs += 1
         return np.array(state.views[name])
     raise AirccError(f"value '{name}' is not available to the host")

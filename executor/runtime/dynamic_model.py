@@ -8,20 +8,28 @@ ops (small shape computations) run right on the host.  With
 a three-stage pipeline of threads, a normal stage (InferShape, Tiling,
 host ops), a memory stage (Alloc, Free) and a launch stage; with 1 it runs
 in one thread.  The outputs do not depend on the choice.
+
+A run that passes its deadline is cancelled; a stream still inside a kernel after
+that is replaced by a new one, and the memory its kernel may write (the run's blocks,
+the recorded runs' pools) comes back only when that kernel returns
+(:meth:`DynamicModel.recover_stuck`).
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
+from aircc import faults
 from aircc.config import settings
-from aircc.errors import DeviceOutOfMemoryError, InputError
+from aircc.errors import ConfigError, DeviceOutOfMemoryError, InputError, StreamSyncTimeoutError
 from aircc.executor.device.caching_allocator import CachingAllocator
-from aircc.executor.device.device import DeviceProgram, VirtualDevice
+from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
+from aircc.executor.device.run import DeviceProgram, Run
 from aircc.formats import ModelContract, OmFile
 from aircc.formats.kinds import HostKernelKind, Placement
 from aircc.ops import KernelBackend, Target, TensorType
@@ -29,8 +37,8 @@ from aircc.ops.device import COPY_OPS, DOMAIN
 
 from .control_flow import check_control_nodes
 from .feeds import check_feeds, select_outputs
-from .host_pipeline import RunState, run_pipelined, run_sequential
-from .loaded import LoadedModel
+from .host_pipeline import RunState
+from .host_runners import run_pipelined, run_sequential
 from .resolved import resolve_op
 from .tiling_cache import TilingCache
 
@@ -56,11 +64,11 @@ def runtime_core_number_of(option: int | None) -> int:
     """1 (sequential) or 3 (pipelined): the option, else $AIR_RUNTIME_CORE_NUMBER, else 3."""
     value = option if option is not None else settings().runtime_core_number
     if value not in (1, 3):
-        raise InputError(f"runtime core number must be 1 (sequential) or 3 (pipelined), got {value}")
+        raise ConfigError(f"runtime core number must be 1 (sequential) or 3 (pipelined), got {value}")
     return value
 
 
-class DynamicModel(LoadedModel):
+class DynamicModel:
     """A loaded dynamic model bound to one device."""
 
     def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
@@ -69,6 +77,7 @@ class DynamicModel(LoadedModel):
         self.om, self.device = om, device
         self.backend, self.target = backend, target
         self.description = contract.model
+        self.name = contract.model.name
         self.inputs = [i.to_payload() for i in contract.model.inputs]
         self.outputs = [o.to_payload() for o in contract.model.outputs]
         eg = contract.exec_graph
@@ -84,29 +93,31 @@ class DynamicModel(LoadedModel):
         self.value_inputs = [set(o.definition.value_inputs) if o else set() for o in self.ops]
         self.host_values = dict(om.weights)            # constants, readable on the host
         self._weights_base = None
-        self._allocate_weights()
-        self.prepared = PreparedConstants(device.memory, f"model '{self.description.name}'")
+        self.streams: list = []
+        self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
+        self.prepared = PreparedConstants(device.memory, f"model '{self.name}'")
         """What kernels derive from the weights (``prepare``), shared by every shape's run."""
         if not hasattr(device, "caching_allocator"):
             device.caching_allocator = CachingAllocator(device.memory)
         self.allocator: CachingAllocator = device.caching_allocator
-        self.streams = [device.create_stream() for _ in range(max(1, eg.streams))]
+        self._state: RunState | None = None
+        self._in_flight: tuple[DeviceProgram, Run] | None = None
+        self._recover_lock = threading.Lock()
+        try:
+            self._allocate_weights()
+            self.streams = [device.create_stream() for _ in range(max(1, eg.streams))]
+        except BaseException:
+            self.close()
+            raise
         self.events = device.create_events(eg.events)
         self.event_counts = [0] * len(self.events)
         self.generation = 0
-        users: dict[str, set[int]] = {}
-        for n in self.nodes:
-            if n.placement is Placement.DEVICE and n.stream is not None:
-                for v in [*n.inputs, *n.outputs]:
-                    if v:
-                        users.setdefault(v, set()).add(n.stream)
-        self.users = {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
+        self.users = self._users()
         has_control = any(k.kind is HostKernelKind.CONTROL for k in self.kernels)
         self.replay = replay and not has_control
         #: reshapes run as views of their input's block (not with control flow, whose
         #: bodies rebind values per iteration)
         self.alias_reshapes = not has_control
-        self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
         self.launch_position = {}
         for pos, kern in enumerate(self.kernels):
             if kern.kind in (HostKernelKind.LAUNCH, HostKernelKind.MEMCPY_H2D):
@@ -117,49 +128,80 @@ class DynamicModel(LoadedModel):
                       "host_op_counts": {},
                       "d2h_syncs": 0, "host_ops": eg.host_ops}
 
+    def _users(self) -> dict[str, list]:
+        """Per device value: the streams whose kernels use it (a block is free for another
+        stream only after each of them got that far)."""
+        users: dict[str, set[int]] = {}
+        for n in self.nodes:
+            if n.placement is Placement.DEVICE and n.stream is not None:
+                for v in [*n.inputs, *n.outputs]:
+                    if v:
+                        users.setdefault(v, set()).add(n.stream)
+        return {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
+
     # ------------------------------------------------------------ load
     def _allocate_weights(self) -> None:
         offsets, end = {}, 0
         for name, arr in self.om.weights.items():
             offsets[name] = end
             end += (arr.nbytes + WEIGHT_ALIGN - 1) // WEIGHT_ALIGN * WEIGHT_ALIGN
-        name = self.description.name
-        self._weights_base = self.device.memory.malloc(max(end, 1), f"weights of model '{name}'")
+        self._weights_base = self.device.memory.malloc(max(end, 1), f"weights of model '{self.name}'")
         self.device_weights = {}
         for w, arr in self.om.weights.items():
-            view = self.device.memory.view(self._weights_base + offsets[w], arr.dtype, arr.shape)
-            np.copyto(view, arr)
-            self.device_weights[w] = view
+            self.device_weights[w] = self.device.memory.view(self._weights_base + offsets[w],
+                                                             arr.dtype, arr.shape)
+        self.write_weights()
+
+    def write_weights(self) -> None:
+        """Copy the weights to the device (at load, and again after the device lost its
+        memory contents), and make again what kernels derive from them."""
+        for w, arr in self.om.weights.items():
+            np.copyto(self.device_weights[w], arr)
+        self.prepared.refill()
+        self.epoch = self.device.epoch
+
+    restore = write_weights
 
     # ------------------------------------------------------------ run
-    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+    def run(self, feeds: dict, output_names: list[str] | None = None,
+            timeout: float | None = None, run_index: int = 0) -> dict[str, np.ndarray]:
+        """Run one inference; ``timeout``: seconds before it is cancelled; ``run_index``:
+        which run of the model this is (for injected faults)."""
         t0 = time.thread_time()
         ordered = check_feeds(self.inputs, feeds)
         bind_symbols(self.inputs, ordered)
         key = tuple((a.shape, a.dtype.str) for a in ordered)
+        plan = faults.for_run(self.name, run_index)
         if key in self._replays:
-            return select_outputs(self._run_replay(key, ordered, t0), output_names)
+            return select_outputs(self._run_replay(key, ordered, t0, timeout, plan), output_names)
         self.generation += 1
         for e, ev in enumerate(self.events):      # replays advanced the events on the device
             self.event_counts[e] = max(self.event_counts[e], ev.generation)
         capture = self.replay
         private = CachingAllocator(self.device.memory, same_stream_only=True) if capture else None
         state = RunState(self, self.generation, private, capture)
+        state.set_timeout(timeout)
+        state.faults = plan
         for spec, arr in zip(self.inputs, ordered):
             state.host[spec["name"]] = arr
             state.types[spec["name"]] = TensorType.of(arr)
         for name, arr in self.om.weights.items():
             state.types[name] = TensorType(arr.dtype.name, tuple(arr.shape))
         t0 = time.perf_counter()
+        self._state = state
+        stuck: list[int] = []
         try:
             if self.core_number == 1:
                 run_sequential(state)
             else:
                 run_pipelined(state)
         finally:
-            for s in self.streams:
-                s.synchronize()
-            state.release()
+            stuck = self._drain(state)
+            self._state = None
+            if stuck:
+                self.recover_stuck(stuck, state, private)
+            else:
+                state.release()
         self.stats["runs"] += 1
         self.stats["host_seconds"] += state.host_seconds
         self.last_host_seconds = state.host_seconds
@@ -168,12 +210,67 @@ class DynamicModel(LoadedModel):
             self.stats["host_op_counts"][op] = self.stats["host_op_counts"].get(op, 0) + state.op_counts[op]
         self.stats["d2h_syncs"] += state.d2h_syncs
         self.stats["last_run_seconds"] = time.perf_counter() - t0
-        if capture:
+        if capture and not stuck:
             self._keep_replay(key, state, private)
         if state.error is not None:
             raise state.error
         out = {o: state.results[o] for o in self.exec_graph.outputs}
         return select_outputs(out, output_names)
+
+    def _drain(self, state: RunState) -> list[int]:
+        """Wait for the streams to run what the run gave them, by its deadline; past it the
+        run is cancelled, and the streams still inside a task a grace later are returned
+        (stuck)."""
+        try:
+            state.sync()
+            return []
+        except StreamSyncTimeoutError as e:     # RunTimeoutError: naming the busy stream
+            state.fail(e)
+        stuck = []
+        for i, s in enumerate(self.streams):
+            try:
+                s.synchronize(CANCEL_GRACE)
+            except StreamSyncTimeoutError:
+                stuck.append(i)
+        if stuck and not any(r.kind == "timeout" for r in self.device.faults[-1:]):
+            self.device.note_fault("timeout", f"{self.name}: streams {stuck}")
+        return stuck
+
+    # ------------------------------------------------------------ faults
+    def cancel(self, error: BaseException) -> None:
+        """Stop the run in flight (from another thread) with ``error``; the running thread
+        recovers from streams stuck in a kernel."""
+        state = self._state
+        if state is not None:
+            state.fail(error)
+            state.deadline = time.monotonic()
+        current = self._in_flight
+        if current is not None:
+            program, run = current
+            run.fail(error, program.events)
+            if not run.wait_done(CANCEL_GRACE):
+                self.device.abandon(program, run, error)
+
+    def recover_stuck(self, stuck: list[int], state: RunState | None = None,
+                      private: CachingAllocator | None = None) -> None:
+        """New streams in place of the ``stuck`` ones; what their kernels may still write
+        (the run's blocks, every recorded run's pool) comes back when they return."""
+        with self._recover_lock:
+            if state is not None:
+                state.release()       # frees record events on the stuck streams, behind their task
+            pools = [r.allocator for r in self._replays.values()]
+            if private is not None:
+                pools.append(private)
+            self._replays.clear()
+            nbytes = sum(p.stats()["reserved_bytes"] for p in pools)
+            shared = self.allocator
+
+            def release() -> None:      # the stuck kernels returned: their blocks are free now
+                for p in pools:
+                    p.release_cached()
+                shared.release_cached()
+            self.device.replace_streams(self.streams, stuck, release=release, nbytes=nbytes)
+            self.users = self._users()
 
     # ------------------------------------------------------------ replay
     def _keep_replay(self, key: tuple, state: RunState, allocator: CachingAllocator) -> None:
@@ -191,7 +288,7 @@ class DynamicModel(LoadedModel):
         lists: list[list] = [[] for _ in self.streams]
         for stream, task, desc in state.capture:
             lists[stream].append((task, desc))
-        program = DeviceProgram(self.streams, self.events, lists)
+        program = DeviceProgram(self.streams, self.events, lists, self.name)
         outs = [(o, state.types[o]) for o in self.exec_graph.outputs]
         self._replays[key] = Replay(program, allocator, state.host_results, outs)
         while len(self._replays) > MAX_REPLAYS:
@@ -206,7 +303,15 @@ class DynamicModel(LoadedModel):
             rep.allocator.release_cached()
         self._replays.clear()
 
-    def _run_replay(self, key: tuple, ordered: list[np.ndarray], t0: float) -> dict[str, np.ndarray]:
+    def release_cached(self) -> int:
+        """Give back every cached block (recorded runs' pools, the shared pool's free
+        segments): what an out-of-memory recovery does before it tries again."""
+        released = sum(r.allocator.stats()["reserved_bytes"] for r in self._replays.values())
+        self.drop_replays()
+        return released + self.allocator.release_cached()
+
+    def _run_replay(self, key: tuple, ordered: list[np.ndarray], t0: float,
+                    timeout: float | None, plan: dict | None) -> dict[str, np.ndarray]:
         """One submission of a recorded run; host time counts from ``t0`` (the feed checks)."""
         rep = self._replays[key]
         self._replays.move_to_end(key)
@@ -214,12 +319,21 @@ class DynamicModel(LoadedModel):
         for binding, value in rep.host_results:
             results[binding] = value.copy()
         t1 = time.thread_time()
-        self.device.execute(rep.program, ordered, results)
+        device, program = self.device, rep.program
+        run = device.submit(program, ordered, results, plan)
+        self._in_flight = (program, run)
+        submit_seconds = time.thread_time() - t1
+        try:
+            device.finish(program, run, timeout)
+        finally:
+            self._in_flight = None
+            if run.abandoned and run.stuck():
+                self.recover_stuck(run.stuck())
         t2 = time.thread_time()
         self.stats["runs"] += 1
         self.stats["replays"] += 1
         out = {name: r for (name, _), r in zip(rep.outputs, results)}
-        self.last_host_seconds = (t1 - t0) + self.device.last_submit_seconds + (time.thread_time() - t2)
+        self.last_host_seconds = (t1 - t0) + submit_seconds + (time.thread_time() - t2)
         self.stats["host_seconds"] += self.last_host_seconds
         return out
 
@@ -254,14 +368,27 @@ class DynamicModel(LoadedModel):
         }
 
     def close(self) -> None:
-        self.drop_replays()
+        """Destroy the streams and free the model's memory and cached blocks; a stream still
+        inside a task keeps all of it in quarantine until the task returns."""
+        pools = [r.allocator for r in self._replays.values()]
+        self._replays.clear()
+        busy = [s for s in self.streams if not s.close(timeout=CANCEL_GRACE)]
         for s in self.streams:
             self.device.destroy_stream(s)
         self.streams = []
-        self.prepared.release()
-        if self._weights_base is not None:
-            self.device.memory.free(self._weights_base)
-            self._weights_base = None
+
+        def release() -> None:
+            for p in pools:
+                p.release_cached()
+            self.prepared.release()
+            if self._weights_base is not None:
+                self.device.memory.free(self._weights_base)
+                self._weights_base = None
+            self.allocator.release_cached()
+        if busy:
+            self.device.quarantine(busy, release, sum(p.stats()["reserved_bytes"] for p in pools))
+        else:
+            release()
 
 
 def bind_symbols(inputs: list[dict], arrays: list[np.ndarray]) -> dict[str, int]:

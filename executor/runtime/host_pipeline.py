@@ -6,19 +6,22 @@ Each host kernel of the execute graph belongs to a stage: ``normal``
 passes through the three stage threads in order, and each stage runs the
 kernels that are its own; a Free waits until the launch stage has launched
 everything before it, so a block is never handed back while its last use
-is still unlaunched.
+is still unlaunched.  (:mod:`.host_runners` runs the stages.)
+
+Every wait of the host for the device ends at the run's deadline with a
+``RunTimeoutError`` naming the stream and the task it is in (:meth:`RunState.sync`).
 """
 from __future__ import annotations
 
-import queue
 import threading
 import time
 
 import numpy as np
 
-from aircc.errors import AirccError, KernelError
+from aircc.errors import AirccError, KernelError, RunTimeoutError, StreamSyncTimeoutError
+from aircc.faults import FaultKind, pick
 from aircc.formats.exec_graph import Body, HostKernel
-from aircc.formats.kinds import STAGE_OF, HostKernelKind, HostStage
+from aircc.formats.kinds import HostKernelKind
 from aircc.ops import InferContext, TensorType, Trait
 from aircc.ops.device import DOMAIN, MEMCPY_H2D
 from aircc.ops.fallback import value_type
@@ -26,7 +29,8 @@ from aircc.ops.fallback import value_type
 from .control_flow import run_control
 from .tiling_cache import tiling_key
 
-_DONE = object()
+#: Shortest wait for a stream to show it is idle, even past the deadline.
+MIN_WAIT = 0.01
 
 
 class RunState:
@@ -59,6 +63,34 @@ class RunState:
         self.launched = -1
         self._launched_cond = threading.Condition()
         self._lock = threading.Lock()
+        self.timeout: float | None = None
+        self.deadline = float("inf")
+        """``time.monotonic()`` by which the run must be done."""
+        self.faults: dict | None = None
+        """Injected faults that may fire in this run, by node (``aircc.faults.for_run``)."""
+
+    def set_timeout(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self.deadline = float("inf") if timeout is None else time.monotonic() + timeout
+
+    def sync(self) -> None:
+        """Wait until every stream has run what it was given, by the run's deadline
+        (RunTimeoutError naming the stream and the task it is in, after that)."""
+        for i, s in enumerate(self.m.streams):
+            try:
+                s.synchronize(max(MIN_WAIT, self.deadline - time.monotonic()))
+            except StreamSyncTimeoutError:
+                raise self.timed_out(i) from None
+
+    def timed_out(self, stream: int) -> RunTimeoutError:
+        """The error of this run passing its deadline while ``stream`` was busy (or another
+        stream, inside a kernel, that ``stream`` waits for)."""
+        streams = self.m.streams
+        in_kernel = [i for i, s in enumerate(streams) if getattr(s.running, "node", None)]
+        stream = in_kernel[0] if in_kernel else stream
+        where = f"stream {stream}, {describe_task(streams[stream].running)}"
+        return RunTimeoutError(f"model '{self.m.name}': the run passed its deadline of "
+                               f"{self.timeout:g} s in {where}", stream=stream, task=where)
 
     # ------------------------------------------------------------ helpers
     def fail(self, error: BaseException) -> None:
@@ -90,8 +122,7 @@ class RunState:
             self._launched_cond.wait_for(lambda: self.launched >= producer or self.cancelled)
         if self.cancelled:
             raise AirccError("run cancelled")
-        for s in self.m.streams:
-            s.synchronize()
+        self.sync()
         self.d2h_syncs += 1
         return np.array(self.views[name])
 
@@ -184,6 +215,11 @@ class RunState:
     def alloc(self, kernel: HostKernel, position: int | None = None) -> None:
         k = kernel.node
         stream = self.m.streams[kernel.stream]
+        if self.faults is not None:
+            fault = pick(self.faults, self.m.nodes[k].name)
+            if fault is not None and fault.kind is FaultKind.OOM:
+                self.m.device.fire(fault, self.m.nodes[k].name,
+                                   sum(self.types[v].nbytes for v in kernel.values))
         for name in kernel.values:
             if self._alias(k, name):
                 continue
@@ -224,20 +260,38 @@ class RunState:
         call = self.m.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
                                          self.tilings[k], ws, constant, self.m.prepared)
         stream = self.m.streams[kernel.stream]
+        if self.faults is not None:
+            call = self._with_fault(node.name, call)
 
         def task(state=self):
             if state.cancelled:
                 return
             try:
                 call()
+            except AirccError as e:
+                state.fail(e)
             except BaseException as e:  # name the node and op
                 state.fail(KernelError(node.name, node.op, e))
+        task.node = node
         stream.submit(task)
         if self.capture is not None:
             self.capture.append((kernel.stream, lambda run: call(),
                                  {"kind": "kernel", "node": node.name, "op": node.op}))
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])
+
+    def _with_fault(self, node: str, call):
+        """``call`` preceded by the injected fault planned for ``node``, if any (an
+        out-of-memory fault fires at the node's Alloc instead)."""
+        fault = pick(self.faults, node)
+        if fault is None or fault.kind is FaultKind.OOM:
+            return call
+        fire = self.m.device.fire
+
+        def faulty():
+            fire(fault, node)
+            call()
+        return faulty
 
     def memcpy_h2d(self, kernel: HostKernel, position: int | None = None) -> None:
         node = self.m.nodes[kernel.node]
@@ -349,53 +403,10 @@ def shape_only(t: TensorType) -> np.ndarray:
                                            writeable=False)
 
 
-def run_sequential(state: RunState) -> None:
-    """All host kernels in order, in the calling thread."""
-    for position, kernel in enumerate(state.m.kernels):
-        if state.cancelled:
-            break
-        try:
-            state.execute(position, kernel)
-        except BaseException as e:
-            state.fail(e)
-            break
-        state.mark_launched(position)
-
-
-def run_pipelined(state: RunState) -> None:
-    """Normal, memory and launch stages on three threads, connected by queues."""
-    q_memory: queue.Queue = queue.Queue()
-    q_launch: queue.Queue = queue.Queue()
-
-    def stage(name: HostStage, inbox, outbox) -> None:
-        while True:
-            item = inbox.get() if inbox is not None else None
-            if item is _DONE:
-                break
-            position, kernel = item
-            if not state.cancelled and STAGE_OF[kernel.kind] is name:
-                try:
-                    state.execute(position, kernel)
-                except BaseException as e:
-                    state.fail(e)
-            if outbox is not None:
-                outbox.put(item)
-            else:
-                state.mark_launched(position)
-        if outbox is not None:
-            outbox.put(_DONE)
-
-    memory = threading.Thread(target=stage, args=(HostStage.MEMORY, q_memory, q_launch), daemon=True)
-    launch = threading.Thread(target=stage, args=(HostStage.LAUNCH, q_launch, None), daemon=True)
-    memory.start()
-    launch.start()
-    for position, kernel in enumerate(state.m.kernels):   # the normal stage is this thread
-        if not state.cancelled and STAGE_OF[kernel.kind] is HostStage.NORMAL:
-            try:
-                state.execute(position, kernel)
-            except BaseException as e:
-                state.fail(e)
-        q_memory.put((position, kernel))
-    q_memory.put(_DONE)
-    memory.join()
-    launch.join()
+def describe_task(task) -> str:
+    """What a stream's running task is, for a timeout's message."""
+    if task is None:
+        return "no task (idle)"
+    node = getattr(task, "node", None)
+    return (f"the kernel of node '{node.name}' (op {node.op})" if node is not None
+            else "a copy or event task")

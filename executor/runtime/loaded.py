@@ -1,16 +1,242 @@
-"""What every loaded model (static, gear or dynamic) shares: its use as a context manager."""
+"""A loaded model as users hold it: its lifecycle, its runs' deadlines and its recovery.
+
+:func:`aircc.load` returns a :class:`LoadedModel`.  It owns an *engine* (a
+:class:`~.static_model.StaticModel` or :class:`~.dynamic_model.DynamicModel` bound to
+one device) and adds what every mode shares:
+
+- **one run at a time**: runs from several threads take turns (a model's memory
+  plan and streams serve one run), runs of different models go on at once;
+- **a deadline for every run**: ``run(timeout=)``, else ``load(timeout=)``, else
+  ``$AIRCC_RUN_TIMEOUT`` (600 s); past it the run fails with ``RunTimeoutError``
+  naming the stream and the task it is stuck in, and the model serves the next run;
+- **a lifecycle**: ``run()`` on a closed model raises ``ModelClosedError`` at once;
+  ``close()`` waits for a run in flight up to its bound, then cancels it, and never
+  frees memory a kernel may still write (the engine quarantines it);
+- **recovery** (:mod:`.recovery`): retry, release cached memory and retry on out of
+  memory, retry with a longer deadline, reset a lost device or fail over to another.
+"""
 from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Callable
+
+from aircc.config import settings
+from aircc.errors import (DeviceLostError, DeviceOutOfMemoryError, KernelError,
+                          ModelClosedError, RunTimeoutError)
+from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
+from aircc.executor.device.health import DeviceState
+
+from .recovery import RecoveryPolicy, default_policy
+
+#: Seconds ``close()`` waits for a run in flight before it cancels it.
+CLOSE_TIMEOUT = 5.0
 
 
 class LoadedModel:
-    """``with aircc.load(path) as model: ...`` closes the model (frees its device memory and
-    destroys its streams) when the block ends, also on an error."""
+    """A model loaded on a device (see the module doc).  ``with aircc.load(path) as m:``
+    closes it when the block ends, also on an error."""
 
-    def close(self) -> None:
-        raise NotImplementedError
+    def __init__(self, make: Callable[[VirtualDevice], object], device: VirtualDevice, *,
+                 timeout: float | None = None, recovery: RecoveryPolicy | None = None):
+        self.recovery = recovery if recovery is not None else default_policy()
+        self.timeout = timeout
+        """The deadline of each run, in seconds, unless ``run()`` gives one."""
+        self.recoveries: list[dict] = []
+        """What the recovery policy did: one entry per failed attempt it handled."""
+        self._make = make
+        self._runs = 0
+        self._lock = threading.Lock()          # one run at a time
+        self._closing = self._closed = False
+        self._close_pending = False
+        self._engine = self._load(make, device)
+
+    def _load(self, make: Callable[[VirtualDevice], object], device: VirtualDevice):
+        """``make(device)``; on out of memory, the policy may release cached blocks first."""
+        try:
+            return make(device)
+        except DeviceOutOfMemoryError as e:
+            pool = getattr(device, "caching_allocator", None)
+            if self.recovery.out_of_memory != "release_and_retry" or pool is None \
+                    or not pool.release_cached():
+                raise
+            self._note(e, "released the device's cached blocks and loaded again")
+            return make(device)
+
+    # ------------------------------------------------------------ what it is
+    @property
+    def engine(self):
+        """The mode's engine (StaticModel or DynamicModel) the model runs on now."""
+        return self._engine
+
+    @property
+    def inputs(self) -> list[dict]:
+        return self._engine.inputs
+
+    @property
+    def outputs(self) -> list[dict]:
+        return self._engine.outputs
+
+    @property
+    def device(self) -> VirtualDevice:
+        return self._engine.device
+
+    @property
+    def name(self) -> str:
+        return self._engine.name
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def run_stats(self) -> dict:
+        return dict(self._engine.run_stats(), recoveries=len(self.recoveries))
+
+    def __getattr__(self, name: str):
+        # the engine's own statistics and state (last_host_seconds, gears, om, ...)
+        if name.startswith("__") or "_engine" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self._engine, name)
+
+    # ------------------------------------------------------------ run
+    def run(self, feeds: dict, output_names: list[str] | None = None,
+            timeout: float | None = None) -> dict:
+        """One inference: ``{input name: array}`` -> ``{output name: array}``.  ``timeout``:
+        seconds before the run is cancelled (default: the model's, else
+        ``$AIRCC_RUN_TIMEOUT``)."""
+        if self._closing:
+            raise self._closed_error()
+        with self._lock:
+            if self._closing:
+                raise self._closed_error()
+            self._runs += 1
+            try:
+                return self._run(feeds, output_names, self._timeout(timeout))
+            finally:
+                if self._close_pending:        # close() gave up waiting: the last one out
+                    self._release()
+
+    def _timeout(self, timeout: float | None) -> float:
+        t = timeout if timeout is not None else self.timeout
+        t = settings().run_timeout if t is None else t
+        if not (isinstance(t, (int, float)) and t > 0):
+            from aircc.errors import ConfigError
+            raise ConfigError(f"timeout must be a number of seconds > 0, got {t!r}")
+        return float(t)
+
+    def _run(self, feeds: dict, output_names, timeout: float) -> dict:
+        """The engine's run, with the recovery policy around it."""
+        policy, tries = self.recovery, Counter()
+        while True:
+            engine = self._engine
+            try:
+                device = engine.device
+                if device.state is not DeviceState.HEALTHY:
+                    device.check_usable()          # a lost device: DeviceLostError
+                if engine.epoch != device.epoch:
+                    engine.restore()               # the device lost what was written
+                return engine.run(feeds, output_names, timeout, self._runs)
+            except DeviceLostError as e:
+                if tries["lost"] or policy.device_lost == "fail":
+                    raise
+                tries["lost"] += 1
+                self._note(e, self._recover_lost(engine))
+            except DeviceOutOfMemoryError as e:
+                if tries["oom"] or policy.out_of_memory != "release_and_retry":
+                    raise
+                tries["oom"] += 1
+                pool = getattr(engine.device, "caching_allocator", None)
+                freed = engine.release_cached() + (pool.release_cached() if pool else 0)
+                self._note(e, f"released {freed} bytes of cached blocks and ran again")
+            except RunTimeoutError as e:
+                if tries["timeout"] >= policy.timeout_retries or self._closing:
+                    raise
+                tries["timeout"] += 1
+                timeout *= policy.timeout_factor
+                self._note(e, f"ran again with a deadline of {timeout:g} s")
+            except KernelError as e:
+                if tries["kernel"] >= policy.retries or self._closing:
+                    raise
+                tries["kernel"] += 1
+                self._note(e, "ran again")
+
+    def _recover_lost(self, engine) -> str:
+        """Reset the lost device, or move to the next healthy failover device."""
+        lost = engine.device
+        if self.recovery.device_lost == "failover":
+            for device in self.recovery.failover_devices:
+                if device is lost or device.closed or device.state is not DeviceState.HEALTHY:
+                    continue
+                try:
+                    new = self._make(device)
+                except DeviceOutOfMemoryError:
+                    continue
+                self._engine = new
+                engine.close()
+                return f"failed over from device {lost.id} to device {device.id}"
+        lost.reset()
+        engine.restore()
+        return f"reset device {lost.id}, wrote the weights again and ran again"
+
+    def _note(self, error: BaseException, action: str) -> None:
+        self.recoveries.append({"run": self._runs, "error": type(error).__name__,
+                                "code": getattr(error, "code", None), "message": str(error),
+                                "action": action})
+
+    # ------------------------------------------------------------ close
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Free the model's device memory and streams.  A run in flight gets ``timeout``
+        seconds to finish, then is cancelled (it raises ``ModelClosedError``); memory a
+        stuck kernel may still write is freed only when that kernel returns."""
+        if self._closing:
+            return
+        self._closing = True
+        got = self._lock.acquire(timeout=timeout)
+        if not got:
+            self._engine.cancel(self._closed_error("the model was closed during the run"))
+            got = self._lock.acquire(timeout=4 * CANCEL_GRACE + 1.0)
+        if got:
+            try:
+                self._release()
+            finally:
+                self._lock.release()
+        else:
+            self._close_pending = True          # the run in flight frees it when it returns
+        self._closed = True
+
+    def _release(self) -> None:
+        self._close_pending = False
+        engine = self.__dict__.pop("_engine", None)
+        if engine is not None:
+            self.__dict__["_engine"] = _Closed(engine)
+            engine.close()
+
+    def _closed_error(self, why: str = "") -> ModelClosedError:
+        name = self._engine.name
+        return ModelClosedError(f"model '{name}' is closed{': ' + why if why else ''}; "
+                                f"load it again to run it")
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Closed:
+    """What a closed model keeps of its engine: its description, not its resources."""
+
+    def __init__(self, engine):
+        self.name, self.inputs, self.outputs = engine.name, engine.inputs, engine.outputs
+        self.device = engine.device
+        self.streams: list = []
+        self._stats = engine.run_stats()
+
+    def run_stats(self) -> dict:
+        return self._stats
+
+    def close(self) -> None:
+        pass
+
+    def cancel(self, error: BaseException) -> None:
+        pass

@@ -13,13 +13,15 @@ from aircc.executor.device.device import VirtualDevice, default_device
 from aircc.formats import OmFile, load_om
 from aircc.ops import check_target, kernel_backend
 
+from .loaded import LoadedModel
+from .recovery import RecoveryPolicy
 from .static_model import StaticModel
-
 
 
 def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice | None = None,
                *, runtime_core_number: int | None = None, pad_to_gear: bool = False,
-               replay: bool = True):
+               replay: bool = True, timeout: float | None = None,
+               recovery: RecoveryPolicy | None = None) -> LoadedModel:
     """A runnable model for ``source`` on ``device`` (the default device if None).
 
     ``runtime_core_number`` (dynamic models): 1 runs the host kernels in one
@@ -27,6 +29,8 @@ def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice
     ``pad_to_gear`` (gear models): pad a batch with no gear up to the next gear.
     ``replay`` (dynamic models): after the first run with given input shapes, later runs
     with those shapes replay its launches as one device submission.
+    ``timeout``: the deadline of each run in seconds (default ``$AIRCC_RUN_TIMEOUT``);
+    ``recovery``: what to do when a run fails (default ``$AIRCC_RECOVERY``).
     """
     om = source if isinstance(source, OmFile) else load_om(source)
     contract = om.parsed()
@@ -34,8 +38,14 @@ def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice
     backend = kernel_backend(target.backend)
     device = device or default_device()
     if contract.mode == "static":
-        return StaticModel(om, contract, device, backend, target, pad_to_gear=pad_to_gear)
-    from .dynamic_model import DynamicModel
+        def make(dev: VirtualDevice):
+            return StaticModel(om, contract, dev, backend, target, pad_to_gear=pad_to_gear)
+    else:
+        from .dynamic_model import DynamicModel, runtime_core_number_of
 
-    return DynamicModel(om, contract, device, backend, target,
-                        runtime_core_number=runtime_core_number, replay=replay)
+        cores = runtime_core_number_of(runtime_core_number)
+
+        def make(dev: VirtualDevice):
+            return DynamicModel(om, contract, dev, backend, target,
+                                runtime_core_number=cores, replay=replay)
+    return LoadedModel(make, device, timeout=timeout, recovery=recovery)

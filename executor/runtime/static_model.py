@@ -7,15 +7,24 @@ weights, such as Winograd-domain weights, are made then, in device memory too).
 A load that fails (the device's memory is full, the file names a task it cannot
 bind) gives back everything it took.  Run: check the feeds, then one
 submission to the device, which walks the per-stream task lists itself.
+
+A task touches only its own model's regions: every operand is checked against the
+region's size when it is bound (and the reader checked it against the plan).  A run
+whose kernel is stuck past its deadline leaves its activation arena in quarantine:
+the model takes a new arena, binds its tasks to it again and gets new streams in
+place of the stuck ones (:meth:`StaticModel.recover_stuck`).
 """
 from __future__ import annotations
 
+import threading
 from time import thread_time
 
 import numpy as np
 
+from aircc import faults
 from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
-from aircc.executor.device.device import DeviceProgram, VirtualDevice
+from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
+from aircc.executor.device.run import DeviceProgram, Run
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.formats import ModelContract, OmFile
 from aircc.formats.kinds import Region, TaskKind
@@ -23,11 +32,10 @@ from aircc.formats.tasks import CopyTask, EventTask, JumpTask, KernelTask, Opera
 from aircc.ops import KernelBackend, Target
 
 from .feeds import check_feeds, exact_feeds, select_outputs
-from .loaded import LoadedModel
 from .resolved import resolve_op
 
 
-class StaticModel(LoadedModel):
+class StaticModel:
     """A loaded static model (or gear model), bound to one device.
 
     A gear model (``--dynamic-batch``) holds one program per batch size; they
@@ -42,57 +50,72 @@ class StaticModel(LoadedModel):
         self.backend, self.target = backend, target
         self.pad_to_gear = pad_to_gear
         self.description = contract.model
+        self.name = contract.model.name
         self.inputs = [i.to_payload() for i in contract.model.inputs]
         self.outputs = [o.to_payload() for o in contract.model.outputs]
         self.plans = contract.static_plans()
         self.batch_inputs = contract.gears.batch_inputs if contract.gears else []
-        name = contract.model.name
-        mem = device.memory
-        weights_bytes = max(p.memory_plan.weights_bytes for p in self.plans)
-        arena_bytes = max(p.memory_plan.arena_bytes for p in self.plans)
+        self.weights_bytes = max(p.memory_plan.weights_bytes for p in self.plans)
+        self.arena_bytes = max(p.memory_plan.arena_bytes for p in self.plans)
         self._allocations: list[int] = []
-        self.prepared = PreparedConstants(mem, f"model '{name}'")
-        try:
-            self.weights_base = self._malloc(weights_bytes, f"weights of model '{name}'")
-            self.arena_base = self._malloc(arena_bytes, f"activation arena of model '{name}'")
-        except DeviceOutOfMemoryError:
-            self._release()
-            raise
-        self.bases = {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base}
-        copied = set()
-        for plan in self.plans:
-            for w in plan.memory_plan.weights:
-                if w.offset in copied:
-                    continue
-                src = om.weights.get(w.name)
-                if src is None:
-                    self._release()
-                    raise ModelFormatError(f"weight '{w.name}' is in the memory plan but not in "
-                                           f"the weights section")
-                np.copyto(mem.view(self.weights_base + w.offset, src.dtype, src.shape), src)
-                copied.add(w.offset)
-        self.events = device.create_events(max(p.tasks.events for p in self.plans))
-        self.streams = [device.create_stream()
-                        for _ in range(max(p.tasks.streams for p in self.plans))]
-        self.programs = {}
+        self.prepared = PreparedConstants(device.memory, f"model '{self.name}'")
+        self.streams: list = []
+        self.programs: dict = {}
+        self.arena_base: int | None = None
+        self._in_flight: tuple[DeviceProgram, Run] | None = None
+        self._recover_lock = threading.Lock()
         self._binders = {TaskKind.KERNEL: self._bind_kernel,
                          TaskKind.MEMCPY_H2D: self._bind_h2d, TaskKind.MEMCPY_D2H: self._bind_d2h,
                          TaskKind.EVENT_RECORD: self._bind_record,
                          TaskKind.EVENT_WAIT: self._bind_wait, TaskKind.LABEL: self._bind_label,
                          TaskKind.GOTO: self._bind_goto, TaskKind.SWITCH: self._bind_switch}
         try:
-            for plan in self.plans:
-                tiling = plan.tiling.entries
-                lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan.tasks.lists]
-                self.programs[plan.batch] = (plan, DeviceProgram(self.streams[:len(lists)],
-                                                                 self.events, lists))
+            self.weights_base = self._malloc(self.weights_bytes, f"weights of model '{self.name}'")
+            self.arena_base = self._malloc(self.arena_bytes,
+                                           f"activation arena of model '{self.name}'")
+            self.write_weights()
+            self.events = device.create_events(max(p.tasks.events for p in self.plans))
+            self.streams = [device.create_stream()
+                            for _ in range(max(p.tasks.streams for p in self.plans))]
+            self._bind_programs()
         except BaseException:
             self.close()
             raise
-        self.program = self.programs[self.plans[-1].batch][1]
-        self._fast = self._fast_path()
+        self.epoch = device.epoch
         self.runs = self.submissions = 0
         self.last_host_seconds = 0.0
+
+    def write_weights(self) -> None:
+        """Copy the weights into the model's weights region (at load, and again after the
+        device lost its memory contents), and make again what kernels derive from them."""
+        mem, copied = self.device.memory, set()
+        for plan in self.plans:
+            for w in plan.memory_plan.weights:
+                if w.offset in copied:
+                    continue
+                src = self.om.weights.get(w.name)
+                if src is None:
+                    raise ModelFormatError(f"weight '{w.name}' is in the memory plan but not in "
+                                           f"the weights section")
+                np.copyto(mem.view(self.weights_base + w.offset, src.dtype, src.shape), src)
+                copied.add(w.offset)
+        self.prepared.refill()
+        self.epoch = self.device.epoch
+
+    def _bind_programs(self) -> None:
+        """Bind every plan's tasks to the model's regions and streams (at load, and again
+        after a stuck run left the arena in quarantine)."""
+        self.bases = {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base}
+        self.sizes = {Region.WEIGHTS: self.weights_bytes, Region.ARENA: self.arena_bytes}
+        programs = {}
+        for plan in self.plans:
+            tiling = plan.tiling.entries
+            lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan.tasks.lists]
+            programs[plan.batch] = (plan, DeviceProgram(self.streams[:len(lists)], self.events,
+                                                        lists, f"{self.name}"))
+        self.programs = programs
+        self.program = self.programs[self.plans[-1].batch][1]
+        self._fast = self._fast_path()
 
     @property
     def gears(self) -> list[int]:
@@ -108,8 +131,17 @@ class StaticModel(LoadedModel):
     def _view(self, operand: Operand | None) -> np.ndarray | None:
         if operand is None:
             return None
+        self._check_inside(operand.region, operand.offset, operand.nbytes)
         return self.device.memory.view(self.bases[operand.region] + operand.offset,
                                        operand.dtype, operand.shape)
+
+    def _check_inside(self, region: Region, offset: int, nbytes: int) -> None:
+        """A task may touch only its own model's regions (checked once, when it is bound)."""
+        size = self.sizes[region]
+        if offset < 0 or offset + nbytes > size:
+            raise ModelFormatError(f"model '{self.name}': a task's operand at bytes [{offset}, "
+                                   f"{offset + nbytes}) of the {region.value} lies outside the "
+                                   f"model's {region.value} ({size} bytes)")
 
     def _bind_list(self, tasks: list[Task], tiling: list[dict]) -> list:
         labels = {t.label: k for k, t in enumerate(tasks) if t.kind is TaskKind.LABEL}
@@ -121,6 +153,7 @@ class StaticModel(LoadedModel):
         outs = [self._view(o) for o in task.outputs]
         ws = None
         if task.workspace:
+            self._check_inside(task.workspace.region, task.workspace.offset, task.workspace.size)
             base = self.bases[task.workspace.region] + task.workspace.offset
             ws = self.device.memory.data[base:base + task.workspace.size]
         constant = [o is not None and o.region is Region.WEIGHTS for o in task.inputs]
@@ -177,33 +210,28 @@ class StaticModel(LoadedModel):
                 [o.name for o in plan.outputs])
 
     def run(self, feeds: dict, output_names: list[str] | None = None,
-            timeout: float | None = None) -> dict[str, np.ndarray]:
-        """Run one inference: ``{input name: array}`` -> ``{output name: array}``."""
+            timeout: float | None = None, run_index: int = 0) -> dict[str, np.ndarray]:
+        """Run one inference: ``{input name: array}`` -> ``{output name: array}``.
+
+        ``timeout``: seconds before the run is cancelled (RunTimeoutError naming where
+        it was); ``run_index``: which run of the model this is (for injected faults)."""
         t0 = thread_time()
+        plan_faults = faults.for_run(self.name, run_index)
         fast = self._fast
         if fast is not None and output_names is None:
             ordered = exact_feeds(fast[1], feeds)
             if ordered is not None:   # the common case, kept short: host time is what it costs
-                device, program = self.device, fast[0]
                 results = [None] * len(fast[2])     # the device's copies fill them
-                run = device.submit(program, ordered, results)
-                t1 = thread_time()
-                device.finish(program, run, timeout)
-                t2 = thread_time()
-                self.submissions += 1
-                self.runs += 1
+                t1, t2 = self._execute(fast[0], ordered, results, timeout, plan_faults)
                 out = dict(zip(fast[2], results))
                 self.last_host_seconds = t1 - t0 + thread_time() - t2
                 return out
+        if self.arena_base is None:
+            self._rebind()
         plan, program, real_batch, feeds = self._pick(feeds)
         ordered = check_feeds([i.to_payload() for i in plan.inputs], feeds)
         results = [None] * len(plan.outputs)
-        run = self.device.submit(program, ordered, results)
-        t1 = thread_time()
-        self.device.finish(program, run, timeout)
-        t2 = thread_time()
-        self.submissions += 1
-        self.runs += 1
+        t1, t2 = self._execute(program, ordered, results, timeout, plan_faults)
         out = {}
         for o, r in zip(self.outputs, results):
             if real_batch is not None and o["shape"] and o["shape"][0] == "batch":
@@ -213,6 +241,69 @@ class StaticModel(LoadedModel):
         # host time: preparing, submitting and collecting; not the wait for the device
         self.last_host_seconds = t1 - t0 + thread_time() - t2
         return selected
+
+    def _execute(self, program: DeviceProgram, ordered: list, results: list,
+                 timeout: float | None, plan_faults: dict | None) -> tuple[float, float]:
+        """One submission and the wait for it; the host CPU times around the wait."""
+        device = self.device
+        run = device.submit(program, ordered, results, plan_faults)
+        self._in_flight = (program, run)
+        t1 = thread_time()
+        try:
+            device.finish(program, run, timeout)
+        finally:
+            self._in_flight = None
+            if run.abandoned:
+                self.recover_stuck(run)
+        self.submissions += 1
+        self.runs += 1
+        return t1, thread_time()
+
+    # ---------------------------------------------------------------- faults
+    def cancel(self, error: BaseException) -> None:
+        """Stop the run in flight (from another thread) with ``error``; walks stuck in a
+        kernel are abandoned to it (the running thread then recovers)."""
+        current = self._in_flight
+        if current is None:
+            return
+        program, run = current
+        run.fail(error, program.events)
+        if not run.wait_done(CANCEL_GRACE):
+            self.device.abandon(program, run, error)
+
+    def recover_stuck(self, run: Run) -> None:
+        """After ``run`` was abandoned to walks stuck in a kernel: new streams in place of
+        theirs, and a new arena, the old one quarantined until they return."""
+        with self._recover_lock:
+            stuck = run.stuck()
+            if not stuck or self.arena_base is None:
+                return
+            old, mem = self.arena_base, self.device.memory
+            self._allocations.remove(old)
+            self.arena_base = None
+            self.programs, self._fast = {}, None
+            self.device.replace_streams(self.streams, stuck, release=lambda: mem.free(old),
+                                        nbytes=self.arena_bytes)
+            try:
+                self._rebind()
+            except DeviceOutOfMemoryError:
+                pass                 # the next run tries again (and says why it cannot)
+
+    def _rebind(self) -> None:
+        if self.arena_base is None:
+            self.arena_base = self._malloc(
+                self.arena_bytes, f"activation arena of model '{self.name}' (its previous "
+                                  f"arena is quarantined until a stuck kernel returns: "
+                                  f"{self.device.quarantined_bytes} bytes)")
+        self._bind_programs()
+
+    def restore(self) -> None:
+        """Write the weights again (the device lost its memory contents)."""
+        self.write_weights()
+
+    def release_cached(self) -> int:
+        """Nothing cached: a static model's memory is planned."""
+        return 0
 
     def _pick(self, feeds: dict):
         """The plan and program for these feeds (a gear model picks by batch, padding if asked)."""
@@ -259,10 +350,18 @@ class StaticModel(LoadedModel):
         self._allocations.clear()
 
     def close(self) -> None:
-        for s in getattr(self, "streams", []):
-            self.device.destroy_stream(s)
-        self.streams = []
-        self._release()
+        """Destroy the streams and free the model's memory; a stream still inside a task
+        keeps all of it in quarantine until the task returns."""
+        busy = [s for s in self.streams if s.busy()]
+        for s in self.streams:
+            if s not in busy:
+                self.device.destroy_stream(s)
+        self.streams, self.programs, self._fast = [], {}, None
+        if busy:
+            nbytes = sum(self.device.memory.size_of(o) for o in self._allocations)
+            self.device.quarantine(busy, self._release, nbytes)
+        else:
+            self._release()
 
 
 def _description(task: Task) -> dict:

@@ -147,7 +147,7 @@ def test_a_loaded_model_is_a_context_manager_that_closes_on_any_exit(mlp_om):
     assert dev.memory.used == 0
     dynamic = aircc.compile(diamond(), mode="dynamic")
     with aircc.load(dynamic.om, device=dev) as model:
-        assert type(model).__name__ == "DynamicModel"
+        assert type(model.engine).__name__ == "DynamicModel"
         got = model.run({"x": np.ones((2, 4), np.float32)})["y"]
         assert got.shape == (2, 4)
     assert dev.memory.used == 0 and not model.streams

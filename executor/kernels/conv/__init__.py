@@ -63,8 +63,11 @@ class Conv:
         operand = make(w, b, tiling)
         if not np.shares_memory(operand, w):   # a new array (the bias as a column): on the device
             key = (tiling["mode"], w.ctypes.data, w.shape, w.dtype.str, b.ctypes.data, operand.shape)
-            operand = prepared_array(prepared, key, operand.shape, operand.dtype,
-                                     lambda out, src=operand: np.copyto(out, src))
+            first = [operand]    # the first fill copies it; a refill makes it again from w, b
+
+            def fill(out):
+                np.copyto(out, first.pop() if first else make(w, b, tiling))
+            operand = prepared_array(prepared, key, operand.shape, operand.dtype, fill)
         if tiling["mode"] == "stacked":
             return lambda: stacked.conv(ins, outs, attrs, tiling, ws, operand)
         return lambda: _run_with_epilogue(ins, outs, attrs, tiling, ws, operand)

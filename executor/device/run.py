@@ -1,0 +1,151 @@
+"""A program as the device keeps it, and the record of one execution in flight."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .stream import Event, Stream
+
+#: A device task: called by a stream worker with the run it belongs to; a control
+#: task returns the index of the next task to run (None: the next one in the list).
+Task = Callable[["Run"], "int | None"]
+
+
+class Cancelled(Exception):
+    """Raised inside a stream walk when its run was cancelled."""
+
+
+class Run:
+    """One model execution in flight on the device.
+
+    The record is made once per program and re-armed for every execution: the
+    host only hands over the feeds and the result slots and takes the ``done``
+    lock (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
+    before any stream sees the run.  A run whose walk is stuck in a kernel is
+    *abandoned* (:meth:`abandon`): its record stays with the stuck walk, which stops
+    at its next task, and the program gets a new one.
+    """
+
+    __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled", "faults",
+                 "base", "records", "waits", "at", "walking", "abandoned", "_lock",
+                 "_streams", "_released")
+
+    def __init__(self, streams: int):
+        self.feeds: list = []
+        self.results: list = []
+        self._streams = self.pending = streams
+        self.done = threading.Lock()      # held from arm() until the last stream finishes
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.faults: dict | None = None
+        """Faults that may fire in this run, by node (``aircc.faults.for_run``); None: none."""
+        self.base: list[int] = []
+        """Each event's generation when the run started."""
+        self.records: list[int] = []
+        """Records of each event so far in this run (a loop records once per iteration)."""
+        self.waits: list[int] = []
+        self.at = [0] * streams
+        """Per stream: the index of the task its walk is in (or last ran)."""
+        self.walking = [False] * streams
+        """Per stream: its walk has not finished."""
+        self.abandoned = False
+        self._lock = threading.Lock()
+        self._released = True
+
+    def arm(self, feeds: list, results: list, faults: dict | None = None) -> None:
+        """Host side of a new execution: its feeds, its result slots, and ``done`` taken."""
+        self.feeds, self.results, self.faults = feeds, results, faults
+        self.done.acquire()
+        self._released = False
+
+    def start(self, events: list[Event]) -> None:
+        """Device side: clear what the last execution left (by the model-execute task)."""
+        self.pending = self._streams
+        self.error, self.cancelled = None, False
+        self.base = [ev._generation for ev in events]
+        self.records = [0] * len(events)
+        self.waits = [0] * len(events)
+        self.walking = [True] * self._streams
+
+    def wait_done(self, timeout: float | None) -> bool:
+        if self.done.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self.done.release()
+            return True
+        return False
+
+    def record(self, event: Event, e: int) -> None:
+        """The n-th record of event e in this run marks generation base + n."""
+        self.records[e] += 1
+        event.record(self.base[e] + self.records[e])
+
+    def wait(self, event: Event, e: int) -> None:
+        """The n-th wait on event e in this run waits for the n-th record."""
+        self.waits[e] += 1
+        if not event.wait(self.base[e] + self.waits[e], lambda: self.cancelled):
+            raise Cancelled()
+
+    def fail(self, error: BaseException, events: list[Event]) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = error
+            self.cancelled = True
+        for e in events:
+            e.cancel()
+
+    def stream_finished(self, index: int) -> None:
+        with self._lock:
+            self.walking[index] = False
+            self.pending -= 1
+            last = self.pending == 0 and not self._released
+            if last:
+                self._released = True
+        if last:
+            self.done.release()
+
+    def abandon(self) -> None:
+        """Give up on the walks still going (the run must have failed): whoever waits for
+        the run is released now; the walks stop at their next task."""
+        with self._lock:
+            self.abandoned = self.cancelled = True
+            release = not self._released
+            self._released = True
+        if release:
+            self.done.release()
+
+    def stuck(self) -> list[int]:
+        """The streams whose walk has not finished."""
+        return [i for i, w in enumerate(self.walking) if w]
+
+
+@dataclass(eq=False)
+class DeviceProgram:
+    """A loaded static model as the device keeps it: task lists bound to streams."""
+
+    streams: list[Stream]
+    events: list[Event]
+    lists: list[list[tuple[Task, dict]]]
+    """Per stream: (callable, task description) in order."""
+    name: str = "program"
+    """Who it belongs to (a model's name), for errors."""
+    run: "Run | None" = None
+    """The run record, reused by every execution (one at a time: ``lock``)."""
+    dispatch: "Callable[[], None] | None" = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def in_kernel(self, run: Run, stream: int) -> bool:
+        """Is ``stream``'s walk at a kernel task (rather than a wait or a copy)?"""
+        tasks = self.lists[stream] if stream < len(self.lists) else []
+        pc = run.at[stream] if stream < len(run.at) else 0
+        return pc < len(tasks) and bool(tasks[pc][1].get("node"))
+
+    def where(self, run: Run, stream: int) -> str:
+        """``stream 1, task 7 (kernel of node 'conv', op Conv)``."""
+        tasks = self.lists[stream] if stream < len(self.lists) else []
+        pc = run.at[stream] if stream < len(run.at) else 0
+        if pc >= len(tasks):
+            return f"stream {stream}, after its last task"
+        desc = tasks[pc][1]
+        what = (f"{desc.get('kind', 'task')} of node '{desc['node']}', op {desc.get('op')}"
+                if desc.get("node") else desc.get("kind", "task"))
+        return f"stream {stream}, task {pc} ({what})"
