@@ -154,8 +154,15 @@ def npz_path(output: str) -> str:
 @click.option("--benchmark", type=click.IntRange(min=1), default=None, metavar="N",
               help="Time N runs after 3 warm-up runs: latency median/mean/p90/min, throughput, "
                    "host time per inference.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="SECONDS",
+              help="Deadline of each run: past it the run is cancelled and fails naming the "
+                   "stream and the task it is stuck in (default $AIRCC_RUN_TIMEOUT or 600).")
+@click.option("--recovery", default=None, metavar="POLICY",
+              help="What to do when a run fails, e.g. retries=1,device_lost=reset "
+                   "(default $AIRCC_RECOVERY; docs/errors.md).")
 def main(model, input_specs, random_seed, output, device_memory, device_cpus, quiet, show_stats,
-         runtime_cores, pad_to_gear, no_replay, repeat, benchmark):
+         runtime_cores, pad_to_gear, no_replay, repeat, benchmark, timeout, recovery):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
 
@@ -163,10 +170,15 @@ def main(model, input_specs, random_seed, output, device_memory, device_cpus, qu
         raise CommandLineError("give --input FILE.npy (or --random SEED)")
     if output:
         check_output_path(npz_path(output))
+    policy = None
+    if recovery is not None:
+        from aircc.executor.runtime.recovery import RecoveryPolicy
+        policy = RecoveryPolicy.parse(recovery)
     device = make_device(device_memory, device_cpus)
     try:
         t0 = time.perf_counter()
         m = aircc.load(model, device=device, pad_to_gear=pad_to_gear, replay=not no_replay,
+                       timeout=timeout, recovery=policy,
                        runtime_core_number=int(runtime_cores) if runtime_cores else None)
         load_s = time.perf_counter() - t0
         try:

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Callable
 
 from aircc.config import settings
-from aircc.errors import (DeviceLostError, DeviceOutOfMemoryError, KernelError,
+from aircc.errors import (ConfigError, DeviceLostError, DeviceOutOfMemoryError, KernelError,
                           ModelClosedError, RunTimeoutError)
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.health import DeviceState
@@ -41,7 +41,6 @@ class LoadedModel:
                  timeout: float | None = None, recovery: RecoveryPolicy | None = None):
         self.recovery = recovery if recovery is not None else default_policy()
         self.timeout = timeout
-        """The deadline of each run, in seconds, unless ``run()`` gives one."""
         self.recoveries: list[dict] = []
         """What the recovery policy did: one entry per failed attempt it handled."""
         self._make = make
@@ -50,6 +49,16 @@ class LoadedModel:
         self._closing = self._closed = False
         self._close_pending = False
         self._engine = self._load(make, device)
+
+    @property
+    def timeout(self) -> float:
+        """The deadline of each run in seconds, unless ``run()`` gives one (set it to change
+        it; None: ``$AIRCC_RUN_TIMEOUT``)."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, value: float | None) -> None:
+        self._timeout = settings().run_timeout if value is None else _seconds(value)
 
     def _load(self, make: Callable[[VirtualDevice], object], device: VirtualDevice):
         """``make(device)``; on out of memory, the policy may release cached blocks first."""
@@ -110,26 +119,31 @@ class LoadedModel:
             if self._closing:
                 raise self._closed_error()
             self._runs += 1
+            timeout = self._timeout if timeout is None else _seconds(timeout)
             try:
-                return self._run(feeds, output_names, self._timeout(timeout))
+                engine = self._engine
+                device = engine.device
+                if device.state is DeviceState.HEALTHY and engine.epoch == device.epoch:
+                    try:
+                        return engine.run(feeds, output_names, timeout, self._runs)
+                    except (DeviceLostError, DeviceOutOfMemoryError, RunTimeoutError,
+                            KernelError) as e:
+                        return self._recover(e, feeds, output_names, timeout)
+                return self._recover(None, feeds, output_names, timeout)
             finally:
                 if self._close_pending:        # close() gave up waiting: the last one out
                     self._release()
 
-    def _timeout(self, timeout: float | None) -> float:
-        t = timeout if timeout is not None else self.timeout
-        t = settings().run_timeout if t is None else t
-        if not (isinstance(t, (int, float)) and t > 0):
-            from aircc.errors import ConfigError
-            raise ConfigError(f"timeout must be a number of seconds > 0, got {t!r}")
-        return float(t)
-
-    def _run(self, feeds: dict, output_names, timeout: float) -> dict:
-        """The engine's run, with the recovery policy around it."""
+    def _recover(self, error: BaseException | None, feeds: dict, output_names,
+                 timeout: float) -> dict:
+        """After ``error`` (or with the device not ready: None), what the recovery policy
+        says, then the run again, as long as the policy allows."""
         policy, tries = self.recovery, Counter()
         while True:
             engine = self._engine
             try:
+                if error is not None:
+                    raise error
                 device = engine.device
                 if device.state is not DeviceState.HEALTHY:
                     device.check_usable()          # a lost device: DeviceLostError
@@ -159,6 +173,7 @@ class LoadedModel:
                     raise
                 tries["kernel"] += 1
                 self._note(e, "ran again")
+            error = None
 
     def _recover_lost(self, engine) -> str:
         """Reset the lost device, or move to the next healthy failover device."""
@@ -240,3 +255,10 @@ class _Closed:
 
     def cancel(self, error: BaseException) -> None:
         pass
+
+
+def _seconds(value) -> float:
+    """A deadline in seconds (ConfigError unless it is a number > 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ConfigError(f"timeout must be a number of seconds > 0, got {value!r}")
+    return float(value)

@@ -241,7 +241,18 @@ def entry_point(name: str) -> str:
      "AIR_RUNTIME_CORE_NUMBER='2': must be 1 (sequential) or 3 (pipelined)"),
     ("aircc", ["compile", "{onnx}", "-o", "{dir}/no/x.om"], {}, CLI, EXIT_USAGE,
      "does not exist"),
-], ids=["AIR_DEVICE_MEMORY", "AIR_RUNTIME_CORE_NUMBER", "compile-output-folder-missing"])
+    ("airrun", ["{om}", "--random", "0", "--timeout", "0.3"],
+     {"AIRCC_FAULTS": "hang@node=fc1,seconds=5"}, 507047, EXIT_RUNTIME,
+     "the run passed its deadline of 0.3 s in stream 0, task 2 (kernel of node 'fc1', op MatMul)"),
+    ("airrun", ["{om}", "--random", "0", "--recovery", "retries=0"],
+     {"AIRCC_FAULTS": "kernel_error@node=fc2"}, 507015, EXIT_RUNTIME,
+     "injected kernel error in node 'fc2'"),
+    ("airrun", ["{om}", "--random", "0"], {"AIRCC_FAULTS": "melt@node=fc1"}, CFG, EXIT_USAGE,
+     "unknown fault kind 'melt'"),
+    ("airrun", ["{om}", "--random", "0", "--recovery", "retries=-1"], {}, CFG, EXIT_USAGE,
+     "retries must be an int >= 0"),
+], ids=["AIR_DEVICE_MEMORY", "AIR_RUNTIME_CORE_NUMBER", "compile-output-folder-missing",
+        "hung-kernel-timeout", "injected-kernel-error", "AIRCC_FAULTS", "recovery-policy"])
 def test_the_installed_commands_print_one_line_on_stderr(files, tool, args, env, code, exit_code,
                                                          words):
     p = subprocess.run([entry_point(tool), *(a.format(**files) for a in args)],
