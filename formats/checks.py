@@ -22,6 +22,11 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
 #: Most dims a stored shape may have.
 MAX_RANK = 64
 
+#: Most elements (counting only the non-zero dims) a stored shape may describe: what a
+#: numpy array of the widest stored dtype (16 bytes) can hold.  An empty shape such as
+#: ``[0, 2**62]`` would otherwise pass every size check and fail only when it is made.
+MAX_ELEMENTS = (2**63 - 1) // 16
+
 E = TypeVar("E", bound=enum.Enum)
 
 
@@ -48,6 +53,8 @@ def array_spec(dtype: Any, shape: Any, nbytes: Any) -> tuple[np.dtype, tuple[int
     if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_RANK
             or not all(is_int(d) and d >= 0 for d in shape)):
         raise ValueError(f"shape must be a list of at most {MAX_RANK} ints >= 0, got {shape!r}")
+    if math.prod(d for d in shape if d) > MAX_ELEMENTS:
+        raise ValueError(f"shape {list(shape)} has more elements than an array can hold")
     expect = math.prod(shape) * dt.itemsize
     if nbytes != expect:
         raise ValueError(f"nbytes is {nbytes} but shape {list(shape)} of {dt.name} "
@@ -148,12 +155,14 @@ class Checker:
         return v
 
     def static_shape(self, d: Mapping, key: str, where: str) -> tuple[int, ...]:
-        """A list of at most MAX_RANK ints >= 0."""
+        """A list of at most MAX_RANK ints >= 0, at most MAX_ELEMENTS elements."""
         shape = self.list(self.get(d, key, where), join(where, key))
         if len(shape) > MAX_RANK:
             self.fail(join(where, key), f"has {len(shape)} dims (at most {MAX_RANK})")
         for j, dim in enumerate(shape):
             self.int_value(dim, f"{join(where, key)}[{j}]", lo=0)
+        if math.prod(d for d in shape if d) > MAX_ELEMENTS:
+            self.fail(join(where, key), f"{list(shape)} has more elements than an array can hold")
         return tuple(shape)
 
     def symbolic_shape(self, d: Mapping, key: str, where: str) -> tuple | None:

@@ -18,10 +18,11 @@ from typing import Any, Callable
 
 from aircc.errors import ModelFormatError
 
-from .checks import Checker
+from .checks import Checker, describe, is_int
 from .exec_graph import ExecGraphSection
 from .gears import GearsSection
-from .host_order import check_host_order
+from .host_order import check_host_order, copy_kind
+from .kinds import HostKernelKind as K
 from .kinds import Region, TaskKind
 from .memory_plan import MemoryPlanSection
 from .model_section import MODES, IOSpec, ModelSection
@@ -114,11 +115,17 @@ def parse_sections(mode: str, sections: Mapping[str, Any],
         raise ModelFormatError(f"mode is '{mode}' but section 'model' has mode "
                                f"'{contract.model.mode}'")
     if mode == "static":
+        if contract.gears is not None:
+            names = [io.name for io in contract.model.inputs]
+            for i, name in enumerate(contract.gears.batch_inputs):
+                if name not in names:
+                    Checker("gears").fail(f"batch_inputs[{i}]", f"is {name!r}, which is not an input "
+                                                                f"of the model ({names})")
         for k, plan in enumerate(contract.static_plans()):
             section, prefix = ("gears", f"plans[{k}].") if contract.gears else ("tasks", "")
             check_static_plan(plan, section, prefix, weight_sizes)
     else:
-        check_exec_graph(contract)
+        check_exec_graph(contract, weight_sizes)
     return contract
 
 
@@ -160,25 +167,56 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
                 if io.dtype != task.operand.dtype or list(io.shape or ()) != list(task.operand.shape):
                     c.fail(w, f"copies {task.operand.dtype}{list(task.operand.shape)} for {what} "
                               f"'{io.name}', which is {io.dtype}{list(io.shape or ())}")
+    cm = c if prefix else Checker("memory_plan")
+    for i, buf in enumerate(mp.buffers):
+        for key in ("first_task", "last_task", "readers", "writers"):
+            ids = getattr(buf, key)
+            for j, t in enumerate(ids if isinstance(ids, tuple) else (ids,)):
+                if not 0 <= t < plan.tasks.count:
+                    at = f"[{j}]" if isinstance(ids, tuple) else ""
+                    cm.fail(f"{prefix}memory_plan.buffers[{i}].{key}{at}" if prefix else
+                            f"buffers[{i}].{key}{at}", f"('{buf.name}') is task {t}, but the "
+                                                       f"tasks are 0 to {plan.tasks.count - 1}")
     for i, rec in enumerate(mp.weights):
         if weight_sizes is None:
             break
         size = weight_sizes.get(rec.name)
         where = f"{prefix}memory_plan.weights[{i}]" if prefix else f"weights[{i}]"
-        cm = c if prefix else Checker("memory_plan")
         if size is None:
             cm.fail(where, f"places weight '{rec.name}', which the model does not store")
         if size != rec.size:
             cm.fail(where, f"gives weight '{rec.name}' {rec.size} bytes; it has {size}")
 
 
-def check_exec_graph(contract: ModelContract) -> None:
-    """The execute graph's inputs and outputs are the model's, and its host kernels come in
-    an order the runtime can follow (:mod:`.host_order`)."""
+def check_exec_graph(contract: ModelContract, weight_sizes: Mapping[str, int] | None = None) -> None:
+    """The execute graph's inputs and outputs are the model's, of the types it declares;
+    every value a node names is typed (or a stored weight); copy nodes serve existing
+    bindings; and its host kernels come in an order the runtime can follow
+    (:mod:`.host_order`)."""
     eg, model = contract.exec_graph, contract.model
     c = Checker("exec_graph")
-    check_host_order(eg, c)
+    weights = set(weight_sizes or ())
     for key, ios in (("inputs", model.inputs), ("outputs", model.outputs)):
         names = [io.name for io in ios]
         if getattr(eg, key) != names:
             c.fail(key, f"are {getattr(eg, key)}, but section 'model' says {names}")
+        for io in ios:
+            t = eg.values.get(io.name)
+            if t is None or t.dtype != io.dtype or t.shape != io.shape:
+                have = "is not typed" if t is None else f"is {t.dtype}{list(t.shape or ())}"
+                c.fail(f"values[{io.name!r}]", f"{have}, but section 'model' declares {key[:-1]} "
+                                               f"'{io.name}' as {io.dtype}{list(io.shape or ())}")
+    for i, node in enumerate(eg.nodes):
+        for key in ("inputs", "outputs"):
+            for j, v in enumerate(getattr(node, key)):
+                if v and v not in eg.values and v not in weights:
+                    c.fail(f"nodes[{i}].{key}[{j}]", f"names value {v!r}, which the section does "
+                                                     f"not type and the model does not store")
+        copy = copy_kind(node)
+        if copy is not None:
+            ios, what = (model.inputs, "input") if copy is K.MEMCPY_H2D else (model.outputs, "output")
+            b = node.attrs.get("binding")
+            if (b is not None or copy is K.MEMCPY_D2H) and not (is_int(b) and 0 <= b < len(ios)):
+                c.fail(f"nodes[{i}].attrs.binding", f"of {node.op} node '{node.name}' must be an "
+                                                    f"{what} index in [0, {len(ios)}), got {describe(b)}")
+    check_host_order(eg, c, weights)

@@ -23,6 +23,8 @@ NODE_KINDS = frozenset({K.INFER_SHAPE, K.TILING, K.HOST_COMPUTE, K.ALLOC, K.LAUN
 STREAM_KINDS = frozenset({K.ALLOC, K.LAUNCH, K.MEMCPY_H2D, K.EVENT_RECORD, K.EVENT_WAIT})
 #: Host kernels whose node must run on the device / on the host.
 DEVICE_NODE_KINDS = frozenset({K.TILING, K.ALLOC, K.LAUNCH, K.MEMCPY_H2D})
+#: Most control-flow bodies nested inside each other.
+MAX_BODY_DEPTH = 32
 
 
 @dataclass(slots=True)
@@ -131,6 +133,7 @@ class _Parser:
         self.streams = self.events = 0
         self.nodes: list[ExecNode] = []
         self.values: dict[str, ValueType] = {}
+        self.depth = 0
 
     def section(self, payload: Any) -> ExecGraphSection:
         c = self.c
@@ -197,9 +200,13 @@ class _Parser:
             self.known(k.values, f"{w}.values")
         if kind is K.CONTROL:
             bodies = c.dict(c.get(d, "bodies", w), f"{w}.bodies")
+            if bodies and self.depth >= MAX_BODY_DEPTH:
+                c.fail(f"{w}.bodies", f"nest control flow more than {MAX_BODY_DEPTH} bodies deep")
+            self.depth += 1
             k.bodies = {}
             for name, b in bodies.items():
                 if not isinstance(name, str):
                     c.fail(f"{w}.bodies", f"keys must be attribute names (str), got {name!r}")
                 k.bodies[name] = self.body(c.dict(b, f"{w}.bodies[{name!r}]"), f"{w}.bodies[{name!r}]")
+            self.depth -= 1
         return k

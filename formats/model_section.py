@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .checks import Checker, describe, is_int
 
 MODES = ("static", "dynamic")
@@ -17,10 +19,25 @@ MODES = ("static", "dynamic")
 VALUE_DTYPE = re.compile(r"(sequence:)?[a-z][a-z0-9_]*")
 
 
+def known_dtype(name: str) -> bool:
+    """Whether numpy knows the dtype ``name`` (``bfloat16`` and the like through ml_dtypes)."""
+    try:
+        np.dtype(name)
+        return True
+    except TypeError:
+        pass
+    try:
+        import ml_dtypes  # noqa: F401  (registers bfloat16, float8_*, int4 by name)
+        np.dtype(name)
+        return True
+    except (ImportError, TypeError):
+        return False
+
+
 def value_dtype(c: Checker, d: Mapping, key: str, where: str) -> str:
-    """A run-time value's dtype name (see :data:`VALUE_DTYPE`)."""
+    """A run-time value's dtype name (see :data:`VALUE_DTYPE`), one numpy knows."""
     v = c.str(d, key, where)
-    if not VALUE_DTYPE.fullmatch(v):
+    if not VALUE_DTYPE.fullmatch(v) or not known_dtype(v.removeprefix("sequence:")):
         c.fail(f"{where}.{key}", f"must be a dtype name or 'sequence:<dtype>', got {v!r}")
     return v
 

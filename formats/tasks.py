@@ -7,6 +7,7 @@ defined); :mod:`.contract` checks the addresses against the memory plan.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +33,8 @@ class Operand:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        """Exact (no fixed-width overflow: a forged shape cannot wrap around to a small size)."""
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
 
     @staticmethod
     def parse(c: Checker, x: Any, where: str) -> "Operand":

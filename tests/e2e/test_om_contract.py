@@ -5,6 +5,7 @@ the section and the field, and the next load works."""
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from aircc.errors import ModelFormatError
 from aircc.formats import OmFile, dump_om, load_om
 from aircc.formats import om as omod
 from aircc.formats.payload import encode_payload
-from graphs import const, loop_if_model, model, tensor
+from graphs import const, diamond, loop_if_model, model, tensor
 from testdata import SAMPLES
 
 
@@ -206,8 +207,128 @@ def test_a_control_kernel_must_run_control_flow():
     moved = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)   # results nobody made
     moved.sections["exec_graph"]["kernels"][k]["node"] = next(
         n for n, x in enumerate(eg["nodes"]) if x["op"] == "ReduceSum")
-    with pytest.raises(ModelFormatError, match="section 'exec_graph': kernels\\[\\d+\\].values free"):
+    with pytest.raises(ModelFormatError, match="section 'exec_graph': kernels\\[\\d+\\] is control of "
+                                               "node \\d+ \\('ReduceSum_1'\\), which reads \\['h'\\] before"):
         aircc.load(forge(moved))
     with aircc.load(om) as good:                             # the next load works
         assert good.run({"M": np.array(2, np.int64),
                          "x": np.ones((2, 8), np.float32)})["y"].shape == (2, 8)
+
+
+# ------------------------------------------------------------------ holes the fuzzer found
+# (tests/fuzz_om.py: each of these got past the reader and failed later, or used memory the
+# file does not describe)
+def test_an_operand_shape_is_counted_exactly(conv_model):
+    s, i, _ = _kernels(conv_model.sections)[0]
+    arena = conv_model.sections["memory_plan"]["arena_bytes"]
+
+    def wraps(sec):          # an int64 product of these dims wraps around to a small size
+        sec["tasks"]["lists"][s][i]["inputs"][0]["shape"] = [1, 2**63 - 1, 8, 8]
+    refused(conv_model, wraps, f"lists[{s}][{i}].inputs[0].shape [1, {2**63 - 1}, 8, 8] has more "
+                               f"elements than an array can hold")
+
+    def empty_but_huge(sec):  # no bytes, but no array can have that shape
+        sec["tasks"]["lists"][s][i]["inputs"][0]["shape"] = [0, 2**62]
+    refused(conv_model, empty_but_huge, "has more elements than an array can hold")
+
+    def past_the_arena(sec):
+        sec["tasks"]["lists"][s][i]["inputs"][0]["shape"] = [2**20, 2**20]
+    msg = refused(conv_model, past_the_arena, f"lists[{s}][{i}].inputs[0] (node '")
+    offset = conv_model.sections["tasks"]["lists"][s][i]["inputs"][0]["offset"]
+    assert f"[{offset}, {offset + 2**42}) of the arena, which has {arena} bytes" in msg
+
+
+def test_buffer_lifetimes_name_tasks_of_the_model(conv_model):
+    count = conv_model.sections["tasks"]["count"]
+
+    def mutate(sec):
+        sec["memory_plan"]["buffers"][0]["last_task"] = count
+    refused(conv_model, mutate, f"section 'memory_plan': buffers[0].last_task")
+
+    def reader(sec):
+        sec["memory_plan"]["buffers"][0]["readers"] = [-1]
+    refused(conv_model, reader, f"buffers[0].readers[0] ('")
+
+
+def test_an_io_dtype_numpy_does_not_know_is_refused(dynamic_model):
+    def mutate(sec):
+        sec["model"]["inputs"][0]["dtype"] = "event_record"
+    refused(dynamic_model, mutate, "section 'model': inputs[0].dtype must be a dtype name")
+
+
+def test_gear_batch_inputs_are_inputs_of_the_model():
+    om = aircc.compile(diamond(), input_shapes={"x": [-1, 4]}, dynamic_batch=[1, 2]).om
+
+    def mutate(sec):
+        sec["gears"]["batch_inputs"] = ["k0"]
+    refused(om, mutate, "section 'gears': batch_inputs[0] is 'k0', which is not an input")
+
+
+def test_dynamic_events_are_bounded_by_the_kernels_recording_them(dynamic_model):
+    def mutate(sec):                      # was a set of 2**62 events built at load
+        sec["exec_graph"]["events"] = 2**62
+    t0 = time.perf_counter()
+    refused(dynamic_model, mutate, f"section 'exec_graph': events is {2**62}, but no kernel "
+                                   f"records event 0 (0 events are recorded)")
+    assert time.perf_counter() - t0 < 5
+
+
+def test_the_model_inputs_and_outputs_are_typed_alike_in_the_exec_graph(dynamic_model):
+    def mutate(sec):
+        sec["model"]["inputs"][0]["dtype"] = "float64"
+    refused(dynamic_model, mutate, "section 'exec_graph': values['input'] is float32")
+
+    def untyped(sec):
+        del sec["exec_graph"]["values"]["input"]
+    refused(dynamic_model, untyped, "values['input'] is not typed, but section 'model' declares "
+                                    "input 'input'")
+
+
+def test_every_value_a_node_names_is_typed_or_stored(dynamic_model):
+    def mutate(sec):
+        sec["exec_graph"]["nodes"][2]["inputs"][1] = "sequence:"
+    refused(dynamic_model, mutate, "section 'exec_graph': nodes[2].inputs[1] names value "
+                                   "'sequence:', which the section does not type")
+
+
+def test_values_are_made_before_they_are_used(dynamic_model):
+    eg = dynamic_model.sections["exec_graph"]
+    free = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "free")
+    launch = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "launch")
+
+    def freed_early(sec):                 # the launch reading it comes after its free
+        kernels = sec["exec_graph"]["kernels"]
+        kernels.insert(launch, kernels.pop(free))
+    refused(dynamic_model, freed_early, f"kernels[{launch + 1}] is launch of node "
+                                        f"{eg['kernels'][launch]['node']}")
+    refused(dynamic_model, freed_early, "hold no data there (not allocated, or freed)")
+
+    def made_later(sec):                  # node 2 reads its own output
+        node = sec["exec_graph"]["nodes"][2]
+        node["inputs"][0] = node["outputs"][0]
+    refused(dynamic_model, made_later, f"is infer_shape of node 2 ('{eg['nodes'][2]['name']}'), "
+                                       f"which reads ['{eg['nodes'][2]['outputs'][0]}'] before "
+                                       f"anything makes them")
+
+
+def test_copy_kernels_run_copy_nodes_of_existing_bindings(dynamic_model):
+    eg = dynamic_model.sections["exec_graph"]
+    launch = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "launch")
+    h2d = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "memcpy_h2d")
+    d2h = next(n for n, x in enumerate(eg["nodes"]) if x["op"] == "MemcpyD2H")
+
+    def launch_as_copy(sec):
+        sec["exec_graph"]["kernels"][launch]["kind"] = "memcpy_d2h"
+    refused(dynamic_model, launch_as_copy, f"kernels[{launch}].node is memcpy_d2h of node")
+    refused(dynamic_model, launch_as_copy, "which is not a MemcpyD2H node")
+
+    def copy_as_tiling(sec):
+        sec["exec_graph"]["kernels"][h2d]["kind"] = "tiling"
+    refused(dynamic_model, copy_as_tiling, f"kernels[{h2d}].node is tiling of node "
+                                           f"{eg['kernels'][h2d]['node']}")
+    refused(dynamic_model, copy_as_tiling, "a copy node (run by memcpy_h2d only)")
+
+    def binding(sec):
+        sec["exec_graph"]["nodes"][d2h]["attrs"]["binding"] = 1
+    refused(dynamic_model, binding, f"section 'exec_graph': nodes[{d2h}].attrs.binding of "
+                                    f"MemcpyD2H node")

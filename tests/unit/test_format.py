@@ -64,7 +64,7 @@ def sections(mode: str = "static") -> dict:
     else:
         vt = {"dtype": "float32", "shape": ["N", 3]}
         s["exec_graph"] = {
-            "inputs": ["x"], "outputs": ["y"], "values": {"x": vt, "x.dev": vt, "h": vt},
+            "inputs": ["x"], "outputs": ["y"], "values": {"x": vt, "x.dev": vt, "h": vt, "y": vt},
             "streams": 1, "events": 0, "host_ops": 0, "device_values": ["x.dev", "h"],
             "nodes": [{"op": "MemcpyH2D", "domain": "aircc", "version": 1, "name": "h2d_0",
                        "inputs": ["x"], "outputs": ["x.dev"], "attrs": {"binding": 0},
@@ -446,9 +446,23 @@ def _wt(**kw):
     (_wt() + _wt(), "duplicate weight name"),
     (_wt() + _wt(name="v", shape=[1], nbytes=4), "overlap"),
     ({"w": 1}, "section 'weight_table': must be a list"),
+    (_wt(shape=[0, 2**62], nbytes=0), "shape [0, 4611686018427387904] has more elements than an "
+                                      "array can hold"),   # was numpy's ValueError at load
 ])
 def test_bad_weight_table(wtable, fragment):
     rejects(forge(sections(), wtable=wtable, wdata=bytes(40)), fragment)
+
+
+def test_control_flow_nested_too_deep_is_refused():
+    """Bodies inside bodies are bounded (each level costs the reader a frame and a scope)."""
+    s = sections("dynamic")
+    body: dict = {"inputs": [], "outputs": [], "kernels": [], "device_values": []}
+    for _ in range(40):
+        body = {"inputs": [], "outputs": [], "device_values": [],
+                "kernels": [{"kind": "control", "node": 1, "stream": 0, "bodies": {"body": body}}]}
+    s["exec_graph"]["kernels"] += body["kernels"]
+    e = rejects(forge(s, flags=1), "bodies nest control flow more than 32 bodies deep")
+    assert "section 'exec_graph': kernels[8].bodies['body'].kernels[0]" in str(e)
 
 
 def test_only_model_format_errors_escape():
