@@ -70,6 +70,10 @@ CONTROL_KERNELS = (
     ("ScanUpdate", True, "The body's scan values into slice t of the outputs; the states; t + 1."),
 )
 
+#: Ops of this dialect with no shape rule of their own (their types come from the pass that
+#: inserts them, so a loaded task's operands cannot be checked against a rule).
+TYPED_BY_LOWERING = frozenset([*TASK_DOCS, *(op for op, _, _ in CONTROL_KERNELS)])
+
 for _op, _writes_state, _doc in CONTROL_KERNELS:
     define(_op, VERSION, DOMAIN, traits={Trait.SIDE_EFFECT} if _writes_state else (),
            foldable=False, doc=_doc)(_typed_by_lowering)

@@ -22,14 +22,15 @@ from time import thread_time
 import numpy as np
 
 from aircc import faults
-from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
+from aircc.errors import AirccError, DeviceOutOfMemoryError, InputError, ModelFormatError
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.formats import ModelContract, OmFile
 from aircc.formats.kinds import Region, TaskKind
 from aircc.formats.tasks import CopyTask, EventTask, JumpTask, KernelTask, Operand, Task
-from aircc.ops import KernelBackend, Target
+from aircc.ops import InferContext, KernelBackend, Target, TensorType
+from aircc.ops.device import DOMAIN as DEVICE_DOMAIN, TYPED_BY_LOWERING
 
 from .feeds import check_feeds, exact_feeds, select_outputs
 from .resolved import resolve_op
@@ -110,7 +111,10 @@ class StaticModel:
         programs = {}
         for plan in self.plans:
             tiling = plan.tiling.entries
-            lists = [self._bind_list(stream_tasks, tiling) for stream_tasks in plan.tasks.lists]
+            where = f"section 'gears': plans[{self.plans.index(plan)}].tasks." if plan.batch is not None \
+                else "section 'tasks': "
+            lists = [self._bind_list(stream_tasks, tiling, f"{where}lists[{s}]")
+                     for s, stream_tasks in enumerate(plan.tasks.lists)]
             programs[plan.batch] = (plan, DeviceProgram(self.streams[:len(lists)], self.events,
                                                         lists, f"{self.name}"))
         self.programs = programs
@@ -143,12 +147,53 @@ class StaticModel:
                                    f"{offset + nbytes}) of the {region.value} lies outside the "
                                    f"model's {region.value} ({size} bytes)")
 
-    def _bind_list(self, tasks: list[Task], tiling: list[dict]) -> list:
+    def _bind_list(self, tasks: list[Task], tiling: list[dict], where: str) -> list:
+        """Each task of one stream bound to its operands; a task that cannot be (operands
+        its op does not accept, say) is a ModelFormatError naming it."""
         labels = {t.label: k for k, t in enumerate(tasks) if t.kind is TaskKind.LABEL}
-        return [(self._binders[t.kind](t, tiling, labels), _description(t)) for t in tasks]
+        bound = []
+        for i, t in enumerate(tasks):
+            node = f" (node '{t.node}', op {t.op})" if isinstance(t, KernelTask) else ""
+            try:
+                bound.append((self._binders[t.kind](t, tiling, labels), _description(t)))
+            except OperandError as e:
+                raise ModelFormatError(f"model '{self.name}': {where}[{i}]{node}: {e}") from None
+            except (AirccError, MemoryError):
+                raise
+            except Exception as e:
+                raise ModelFormatError(f"model '{self.name}': {where}[{i}]{node} cannot be bound "
+                                       f"to its operands: {type(e).__name__}: {e}") from e
+        return bound
+
+    def _check_operands(self, task: KernelTask, op) -> None:
+        """The task's outputs are what its op's shape rule makes of its inputs (a file whose
+        operands disagree with their op is refused before any kernel sees them)."""
+        if task.domain == DEVICE_DOMAIN and task.op in TYPED_BY_LOWERING:
+            return
+        values = []
+        for j, o in enumerate(task.inputs):
+            if j in op.definition.value_inputs and o is not None:
+                if o.region is not Region.WEIGHTS:
+                    return                   # decided at run time: the rule cannot be checked
+                values.append(self._view(o))
+            else:
+                values.append(None)
+        types = [None if o is None else TensorType(o.dtype, tuple(o.shape)) for o in task.inputs]
+        try:
+            out = op.definition.infer(InferContext(types, task.attrs, values, task.node, task.op,
+                                                   len(task.outputs)))
+        except AirccError as e:
+            raise OperandError(f"its operands do not fit the op: {e.message}") from None
+        for k, (o, t) in enumerate(zip(task.outputs, out)):
+            if o is None or t is None or not t.is_static:
+                continue
+            if (o.dtype, tuple(o.shape)) != (t.dtype, tuple(t.shape)):
+                raise OperandError(f"outputs[{k}] is {o.dtype}{list(o.shape)}, but the op makes "
+                                   f"{t.dtype}{list(t.shape)} of its inputs")
 
     def _bind_kernel(self, task: KernelTask, tiling: list[dict], labels: dict):
         op = resolve_op(self.backend, task.op, task.version, task.domain, task.node, task.impl)
+        self._check_operands(task, op)
         ins = [self._view(o) for o in task.inputs]
         outs = [self._view(o) for o in task.outputs]
         ws = None
@@ -362,6 +407,10 @@ class StaticModel:
             self.device.quarantine(busy, self._release, nbytes)
         else:
             self._release()
+
+
+class OperandError(ValueError):
+    """A task's operands disagree with its op (raised while binding, reported with the task)."""
 
 
 def _description(task: Task) -> dict:
