@@ -32,7 +32,14 @@ def device():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print the ONNX conformance pass count (and every failure with its op and reason)."""
+    """Print the .om fuzz run's counts, and the ONNX conformance pass count (and every
+    failure with its op and reason)."""
+    from fuzz_om import SUMMARY as FUZZ
+
+    if FUZZ:
+        terminalreporter.section("fuzzing the .om reader and loader")
+        for line in FUZZ[0].splitlines():
+            terminalreporter.write_line(line)
     try:
         from conformance import SUMMARY
     except ImportError:

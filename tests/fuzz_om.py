@@ -25,6 +25,9 @@ import numpy as np
 
 from om_mutations import SEEDS, WEIGHTS_KIND, Vocabulary, mutate, split
 
+#: The last fuzz run's summary, for the test session's closing report (conftest).
+SUMMARY: list[str] = []
+
 
 
 def _graphs() -> tuple:

@@ -143,7 +143,8 @@ def test_mutated_models_fail_only_with_aircc_errors(tmp_path):
     t0 = time.monotonic()
     fuzz_om.build_seeds(str(tmp_path))
     results = fuzz(range(CASES), str(tmp_path))
-    print("\n" + _summary(results, time.monotonic() - t0))
+    fuzz_om.SUMMARY[:] = [_summary(results, time.monotonic() - t0)]
+    print("\n" + fuzz_om.SUMMARY[0])
     assert [r["case"] for r in results] == list(range(CASES))
     failed = [r for r in results if r["outcome"] in FAILURES]
     assert not failed, (f"{len(failed)} cases failed (replay: python tests/fuzz_om.py --case ID): "
