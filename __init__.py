@@ -21,11 +21,12 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
             input_shapes: dict | None = None, mode: str = "auto",
             dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
             min_branch_bytes: int | None = None, split_matrix_branches: bool = False,
-            target: str | None = None):
+            target: str | None = None, channels_last: bool | None = None):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     ``target`` names the compile target (``native``, ``cpu-avx2``, ``cpu-avx512``; default
-    ``$AIRCC_TARGET`` or ``native``).  Returns the
+    ``$AIRCC_TARGET`` or ``native``); ``channels_last`` plans convolution regions NHWC
+    (None: as the target's kernel backend wants).  Returns the
     :class:`~aircc.compiler.driver.CompiledModel` (its ``om``, optimised ``graph`` and
     compile ``report``).
     """
@@ -37,7 +38,7 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
                                                     passes=passes,
                                                     min_branch_bytes=min_branch_bytes,
                                                     split_matrix_branches=split_matrix_branches,
-                                                    target=target))
+                                                    target=target, channels_last=channels_last))
     if output is not None:
         compiled.save(output)
     return compiled

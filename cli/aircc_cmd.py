@@ -55,8 +55,12 @@ def main():
               help="Compile target: native (this machine), cpu-avx2 or cpu-avx512: the kernel "
                    "backend and the vector class the tilings are tuned for, recorded in the .om "
                    "(default: $AIRCC_TARGET, else native).")
+@click.option("--layout", type=click.Choice(["auto", "nhwc", "nchw"]), default="auto",
+              show_default=True,
+              help="Activation layout of convolution regions: auto (as the target's kernel "
+                   "backend wants), nhwc (channels-last wherever possible), nchw (as ONNX).")
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            dynamic_batch, emit, target):
+            dynamic_batch, emit, target, layout):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -69,7 +73,8 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                                    f"sizes (e.g. 1,2,4,8)") from None
     options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes),
                              mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
-                             split_matrix_branches=split_matrix_branches, target=target)
+                             split_matrix_branches=split_matrix_branches, target=target,
+                             channels_last={"auto": None, "nhwc": True, "nchw": False}[layout])
     if emit == "om":
         if not output:
             raise CommandLineError("missing -o/--output (or use --emit ir / --emit report)")

@@ -40,6 +40,9 @@ class CompileOptions:
     """Optimisation pipeline by pass names; None = the default pipeline."""
     target: str | None = None
     """Compile target by name (``native``, ``cpu-avx2``, ...); None: ``$AIRCC_TARGET`` or native."""
+    channels_last: bool | None = None
+    """Plan convolution regions channels-last (``plan-layouts``): None as the target's
+    backend wants, True wherever possible, False never."""
 
 
 class CompileContext:

@@ -42,10 +42,24 @@ def summarize(om) -> dict:
                             for b in plan["buffers"]],
             "in_place": [dict(a) for a in plan.get("aliases", [])],
         })
+    nodes = ([t for lst in tasks["lists"] for t in lst if t["kind"] == "kernel"] if tasks else
+             (om.sections.get("exec_graph") or {}).get("nodes", []))
+    out["layouts"] = layouts(nodes)
     report = model.get("compile_report")
     if report:
         out["compile_report"] = report
     return out
+
+
+def layouts(kernels: list[dict]) -> dict:
+    """How many kernels run channels-last, and the reorders between layouts (named
+    ``<value>/layout`` by the compiler's ``plan-layouts``: a Transpose moves bytes, a
+    Reshape is a view)."""
+    reorders = [k for k in kernels if str(k.get("node", k.get("name", ""))).endswith("/layout")]
+    return {"channels_last_kernels": sum(bool((k.get("attrs") or {}).get("channels_last"))
+                                         for k in kernels),
+            "reorders": [k.get("node", k.get("name")) for k in reorders if k["op"] == "Transpose"],
+            "views": [k.get("node", k.get("name")) for k in reorders if k["op"] != "Transpose"]}
 
 
 def _mib(n: int) -> str:
@@ -70,6 +84,11 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
         lines.append(f"events     {s['events']}")
         lines.append("tasks      " + ", ".join(f"{k} {v}" for k, v in s["task_kinds"].items()))
         lines.append("ops        " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
+    lay = s.get("layouts") or {}
+    if lay.get("channels_last_kernels"):
+        lines.append(f"layouts    {lay['channels_last_kernels']} kernels channels-last; reorders "
+                     f"{len(lay['reorders'])} ({', '.join(lay['reorders'][:4])}"
+                     f"{', ...' if len(lay['reorders']) > 4 else ''}), views {len(lay['views'])}")
     if "arena_bytes" in s:
         ratio = s["arena_bytes"] / s["lower_bound_bytes"] if s["lower_bound_bytes"] else 0
         lines.append(f"arena      {s['arena_bytes']} bytes ({_mib(s['arena_bytes'])}), "

@@ -44,6 +44,9 @@ from weights goes in device memory through ``prepared``.  None: this use is left
 ``kernel``."""
 LayoutRule = Callable[[list, dict, Target], str]
 """``layout(input_types, attrs, target) -> weight layout name`` the backend wants."""
+ChannelsLastRule = Callable[[list, dict, Target], bool]
+"""``rule(input_types, attrs, target) -> bool``: the backend wants this use of the op to
+run channels-last (``plan-layouts`` plans its activations NHWC)."""
 
 
 @dataclass
@@ -58,6 +61,9 @@ class KernelImpl:
     prepare: Optional[Prepare] = None
     native: bool = True
     """False for the fallback kernel (onnx's reference implementation in device memory)."""
+    channels_last: bool = False
+    """The kernel runs a node marked ``channels_last`` itself (:mod:`aircc.ops.layout`);
+    otherwise it is run through channels-first copies of its activations."""
 
     def tile(self, types: list, attrs: dict, target: Target) -> dict:
         """The tiling data for these input types ({} for a kernel without tiling)."""
@@ -70,16 +76,20 @@ class KernelBackend:
     def __init__(self, name: str, description: str, vector_classes: tuple[str, ...],
                  loader: Callable[[], None] | None = None,
                  fallback: Callable[[str, int | None, str], Optional[KernelImpl]] | None = None,
-                 host_vector_class: Callable[[], str] | None = None):
+                 host_vector_class: Callable[[], str] | None = None,
+                 base: str | None = None):
         self.name = name
         self.description = description
         self.vector_classes = tuple(vector_classes)
         """The classes of vector instructions this backend has tunings for."""
+        self.base = base
+        """The backend whose kernels run the ops this one has none for (and its fallback)."""
         self._loader = loader
         self._fallback = fallback
         self._host_vector_class = host_vector_class
         self._impls: dict[tuple[str, str], list[KernelImpl]] = {}
         self._layouts: dict[tuple[str, str], LayoutRule] = {}
+        self._channels_last: dict[tuple[str, str], ChannelsLastRule] = {}
         self._loaded = loader is None
         self._lock = threading.RLock()
 
@@ -95,16 +105,27 @@ class KernelBackend:
         versions.sort(key=lambda i: i.since)
         return impl
 
-    def kernel(self, op: str, since: int = 1, domain: str = ""):
+    def kernel(self, op: str, since: int = 1, domain: str = "", *, channels_last: bool = False):
         """Class decorator: register the class's ``kernel``, ``tiling`` and ``prepare``
-        static methods as this backend's kernel for ``op`` from opset ``since``."""
+        static methods as this backend's kernel for ``op`` from opset ``since``
+        (``channels_last``: they run channels-last nodes themselves)."""
 
         def register(cls):
             cls.impl = self.register(KernelImpl(op, since, domain,
                                                 getattr(cls, "kernel", None),
                                                 getattr(cls, "tiling", None),
-                                                getattr(cls, "prepare", None)))
+                                                getattr(cls, "prepare", None),
+                                                channels_last=channels_last))
             return cls
+
+        return register
+
+    def channels_last(self, op: str, domain: str = ""):
+        """Decorator: the rule saying when this backend wants ``op`` run channels-last."""
+
+        def register(rule: ChannelsLastRule) -> ChannelsLastRule:
+            self._channels_last[(domain, op)] = rule
+            return rule
 
         return register
 
@@ -134,6 +155,8 @@ class KernelBackend:
         self.load()
         domain = "" if domain == "ai.onnx" else domain
         versions = self._impls.get((domain, op))
+        if self.base is not None and (fallback or not versions):
+            return kernel_backend(self.base).impl(op, version, domain, node, fallback)
         if (fallback or not versions) and self._fallback is not None:
             found = self._fallback(op, version, domain)
             if found is not None:
@@ -156,11 +179,25 @@ class KernelBackend:
         rule = self._layouts.get((domain, op))
         return None if rule is None else rule(types, attrs, target)
 
+    def wants_channels_last(self, op: str, types: list[TensorType | None], attrs: dict,
+                            target: Target, domain: str = "") -> bool:
+        """Whether this backend wants this use of ``op`` run channels-last."""
+        self.load()
+        rule = self._channels_last.get((domain, op))
+        return rule is not None and bool(rule(types, attrs, target))
+
+    def plans_layouts(self) -> bool:
+        """Whether any op of this backend runs channels-last (``plan-layouts`` has work)."""
+        self.load()
+        return bool(self._channels_last)
+
     def native_ops(self) -> list[str]:
         self.load()
-        return sorted({op for (_, op) in self._impls})
+        own = {op for (_, op) in self._impls}
+        return sorted(own | set(kernel_backend(self.base).native_ops()) if self.base else own)
 
     def all_impls(self) -> list[KernelImpl]:
+        """This backend's own kernels (not its base's)."""
         self.load()
         return [i for versions in self._impls.values() for i in versions]
 

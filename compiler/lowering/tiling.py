@@ -8,6 +8,7 @@ device's own tasks (events, copies, jumps) have no kernel and no tiling.
 from __future__ import annotations
 
 from aircc.ops import Trait, has_trait
+from aircc.ops.layout import adapt_kernel
 
 from ..context import CompileContext
 from ..ir.graph import Graph
@@ -20,8 +21,9 @@ def compute_tiling(graph: Graph, ctx: CompileContext) -> Graph:
     for node in graph.nodes:
         if has_trait(node.op, Trait.DEVICE_TASK, node.domain):
             continue
-        impl = ctx.backend.impl(node.op, node.version, node.domain, node.name,
-                                fallback=node.meta.get("impl") == "fallback")
+        impl = adapt_kernel(ctx.backend.impl(node.op, node.version, node.domain, node.name,
+                                             fallback=node.meta.get("impl") == "fallback"),
+                            node.attrs)
         tiling = impl.tile([graph.types.get(i) if i else None for i in node.inputs],
                            node.attrs, ctx.target)
         node.meta["tiling"] = tiling

@@ -9,7 +9,7 @@ and typed by the fallback definition (onnx's shape inference).
 from __future__ import annotations
 
 from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
-from aircc.ops import InferContext, OpDef, node_def
+from aircc.ops import InferContext, OpDef, layout, node_def
 
 from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
@@ -40,7 +40,7 @@ def _infer_with(definition: OpDef, graph: Graph, node: Node, types: dict) -> lis
                        node=node.name, op=node.op, num_outputs=len(node.outputs))
     if definition.infer is None:
         ctx.fail("the op has no shape rule")
-    out = definition.infer(ctx)
+    out = layout.infer(definition, ctx)
     if len(out) != len(node.outputs):
         ctx.fail(f"shape rule gave {len(out)} outputs for {len(node.outputs)}")
     return out

@@ -17,13 +17,14 @@ from ..ir.verifier import verify
 from . import (eliminate_dead_code, fold_batchnorm, fold_constants, fuse_add_layernorm,  # noqa: F401
                fuse_add_softmax, fuse_attention, fuse_elementwise, fuse_epilogues, fuse_gelu,
                fuse_matmul_transpose, fuse_softmax_matmul, infer_shapes, pack_weights,
-               push_bn_scale, push_matmul_scale, remove_identity, reorder_pool_conv, sink_expand)
+               plan_layouts, push_bn_scale, push_matmul_scale, remove_identity, reorder_pool_conv,
+               sink_expand)
 from .base import PASSES, PassInfo
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "fold-batchnorm", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale",
                     "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "sink-expand", "push-bn-scale",
-                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "dce", "infer-shapes"]
+                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "plan-layouts", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> PassInfo:

@@ -87,7 +87,7 @@ class DynamicModel:
         self.core_number = runtime_core_number_of(runtime_core_number)
         check_control_nodes(eg)
         self.ops = [None if n.domain == DOMAIN and n.op in COPY_OPS
-                    else resolve_op(backend, n.op, n.version, n.domain, n.name, n.impl)
+                    else resolve_op(backend, n.op, n.version, n.domain, n.name, n.impl, n.attrs)
                     for n in self.nodes]
         self.caches = [TilingCache() for _ in self.nodes]
         self.value_inputs = [set(o.definition.value_inputs) if o else set() for o in self.ops]

@@ -22,7 +22,7 @@ from aircc.errors import AirccError, KernelError, RunTimeoutError, StreamSyncTim
 from aircc.faults import FaultKind, pick
 from aircc.formats.exec_graph import Body, HostKernel
 from aircc.formats.kinds import HostKernelKind
-from aircc.ops import InferContext, TensorType, Trait
+from aircc.ops import InferContext, TensorType, Trait, layout
 from aircc.ops.device import DOMAIN, MEMCPY_H2D
 from aircc.ops.fallback import value_type
 
@@ -143,7 +143,7 @@ class RunState:
         if node.op == MEMCPY_H2D and node.domain == DOMAIN:
             self.types[node.outputs[0]] = self.types[node.inputs[0]]
             return
-        out = self.m.ops[k].definition.infer(self._context(k, False))
+        out = layout.infer(self.m.ops[k].definition, self._context(k, False))
         for name, t in zip(node.outputs, out):
             if name:
                 if not t.is_static:
@@ -172,7 +172,7 @@ class RunState:
                 if name:
                     self.types[name], self.host[name] = value_type(value), value
             return
-        out_types = op.definition.infer(ctx)
+        out_types = layout.infer(op.definition, ctx)
         outs = [np.empty(t.shape, t.dtype) for t in out_types]
         tiling = op.impl.tile(ctx.types, node.attrs, self.m.target)
         ws = np.empty(tiling["workspace"], np.uint8) if tiling.get("workspace") else None

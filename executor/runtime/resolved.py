@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from aircc.formats.kinds import Impl
 from aircc.ops import KernelBackend, KernelImpl, OpDef, op_def
+from aircc.ops.layout import adapt_kernel
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class ResolvedOp:
 
 
 def resolve_op(backend: KernelBackend, op: str, version: int, domain: str, node: str,
-               impl: Impl) -> ResolvedOp:
-    """The definition and the backend's kernel for a node of a loaded model
-    (``UnsupportedOpError`` naming the node when either is missing)."""
+               impl: Impl, attrs: dict) -> ResolvedOp:
+    """The definition and the backend's kernel for a node of a loaded model with these
+    ``attrs`` (``UnsupportedOpError`` naming the node when either is missing)."""
     fallback = impl is Impl.FALLBACK
     return ResolvedOp(op_def(op, version, domain, node, fallback),
-                      backend.impl(op, version, domain, node, fallback))
+                      adapt_kernel(backend.impl(op, version, domain, node, fallback), attrs))

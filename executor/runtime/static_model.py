@@ -22,18 +22,16 @@ from time import thread_time
 import numpy as np
 
 from aircc import faults
-from aircc.errors import AirccError, DeviceOutOfMemoryError, InputError, ModelFormatError
+from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.formats import ModelContract, OmFile
-from aircc.formats.kinds import Region, TaskKind
-from aircc.formats.tasks import CopyTask, EventTask, JumpTask, KernelTask, Operand, Task
-from aircc.ops import InferContext, KernelBackend, Target, TensorType
-from aircc.ops.device import DOMAIN as DEVICE_DOMAIN, TYPED_BY_LOWERING
+from aircc.formats.kinds import Region
+from aircc.ops import KernelBackend, Target
 
 from .feeds import check_feeds, exact_feeds, select_outputs
-from .resolved import resolve_op
+from .static_tasks import TaskBinder
 
 
 class StaticModel:
@@ -65,11 +63,6 @@ class StaticModel:
         self.arena_base: int | None = None
         self._in_flight: tuple[DeviceProgram, Run] | None = None
         self._recover_lock = threading.Lock()
-        self._binders = {TaskKind.KERNEL: self._bind_kernel,
-                         TaskKind.MEMCPY_H2D: self._bind_h2d, TaskKind.MEMCPY_D2H: self._bind_d2h,
-                         TaskKind.EVENT_RECORD: self._bind_record,
-                         TaskKind.EVENT_WAIT: self._bind_wait, TaskKind.LABEL: self._bind_label,
-                         TaskKind.GOTO: self._bind_goto, TaskKind.SWITCH: self._bind_switch}
         try:
             self.weights_base = self._malloc(self.weights_bytes, f"weights of model '{self.name}'")
             self.arena_base = self._malloc(self.arena_bytes,
@@ -106,14 +99,14 @@ class StaticModel:
     def _bind_programs(self) -> None:
         """Bind every plan's tasks to the model's regions and streams (at load, and again
         after a stuck run left the arena in quarantine)."""
-        self.bases = {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base}
-        self.sizes = {Region.WEIGHTS: self.weights_bytes, Region.ARENA: self.arena_bytes}
+        binder = TaskBinder(self, {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base},
+                            {Region.WEIGHTS: self.weights_bytes, Region.ARENA: self.arena_bytes})
         programs = {}
         for plan in self.plans:
             tiling = plan.tiling.entries
             where = f"section 'gears': plans[{self.plans.index(plan)}].tasks." if plan.batch is not None \
                 else "section 'tasks': "
-            lists = [self._bind_list(stream_tasks, tiling, f"{where}lists[{s}]")
+            lists = [binder.bind_list(stream_tasks, tiling, f"{where}lists[{s}]")
                      for s, stream_tasks in enumerate(plan.tasks.lists)]
             programs[plan.batch] = (plan, DeviceProgram(self.streams[:len(lists)], self.events,
                                                         lists, f"{self.name}"))
@@ -131,115 +124,6 @@ class StaticModel:
         off = self.device.memory.malloc(max(size, 1), what)
         self._allocations.append(off)
         return off
-
-    def _view(self, operand: Operand | None) -> np.ndarray | None:
-        if operand is None:
-            return None
-        self._check_inside(operand.region, operand.offset, operand.nbytes)
-        return self.device.memory.view(self.bases[operand.region] + operand.offset,
-                                       operand.dtype, operand.shape)
-
-    def _check_inside(self, region: Region, offset: int, nbytes: int) -> None:
-        """A task may touch only its own model's regions (checked once, when it is bound)."""
-        size = self.sizes[region]
-        if offset < 0 or offset + nbytes > size:
-            raise ModelFormatError(f"model '{self.name}': a task's operand at bytes [{offset}, "
-                                   f"{offset + nbytes}) of the {region.value} lies outside the "
-                                   f"model's {region.value} ({size} bytes)")
-
-    def _bind_list(self, tasks: list[Task], tiling: list[dict], where: str) -> list:
-        """Each task of one stream bound to its operands; a task that cannot be (operands
-        its op does not accept, say) is a ModelFormatError naming it."""
-        labels = {t.label: k for k, t in enumerate(tasks) if t.kind is TaskKind.LABEL}
-        bound = []
-        for i, t in enumerate(tasks):
-            node = f" (node '{t.node}', op {t.op})" if isinstance(t, KernelTask) else ""
-            try:
-                bound.append((self._binders[t.kind](t, tiling, labels), _description(t)))
-            except OperandError as e:
-                raise ModelFormatError(f"model '{self.name}': {where}[{i}]{node}: {e}") from None
-            except (AirccError, MemoryError):
-                raise
-            except Exception as e:
-                raise ModelFormatError(f"model '{self.name}': {where}[{i}]{node} cannot be bound "
-                                       f"to its operands: {type(e).__name__}: {e}") from e
-        return bound
-
-    def _check_operands(self, task: KernelTask, op) -> None:
-        """The task's outputs are what its op's shape rule makes of its inputs (a file whose
-        operands disagree with their op is refused before any kernel sees them)."""
-        if task.domain == DEVICE_DOMAIN and task.op in TYPED_BY_LOWERING:
-            return
-        values = []
-        for j, o in enumerate(task.inputs):
-            if j in op.definition.value_inputs and o is not None:
-                if o.region is not Region.WEIGHTS:
-                    return                   # decided at run time: the rule cannot be checked
-                values.append(self._view(o))
-            else:
-                values.append(None)
-        types = [None if o is None else TensorType(o.dtype, tuple(o.shape)) for o in task.inputs]
-        try:
-            out = op.definition.infer(InferContext(types, task.attrs, values, task.node, task.op,
-                                                   len(task.outputs)))
-        except AirccError as e:
-            raise OperandError(f"its operands do not fit the op: {e.message}") from None
-        for k, (o, t) in enumerate(zip(task.outputs, out)):
-            if o is None or t is None or not t.is_static:
-                continue
-            if (o.dtype, tuple(o.shape)) != (t.dtype, tuple(t.shape)):
-                raise OperandError(f"outputs[{k}] is {o.dtype}{list(o.shape)}, but the op makes "
-                                   f"{t.dtype}{list(t.shape)} of its inputs")
-
-    def _bind_kernel(self, task: KernelTask, tiling: list[dict], labels: dict):
-        op = resolve_op(self.backend, task.op, task.version, task.domain, task.node, task.impl)
-        self._check_operands(task, op)
-        ins = [self._view(o) for o in task.inputs]
-        outs = [self._view(o) for o in task.outputs]
-        ws = None
-        if task.workspace:
-            self._check_inside(task.workspace.region, task.workspace.offset, task.workspace.size)
-            base = self.bases[task.workspace.region] + task.workspace.offset
-            ws = self.device.memory.data[base:base + task.workspace.size]
-        constant = [o is not None and o.region is Region.WEIGHTS for o in task.inputs]
-        call = self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
-                                       tiling[task.tiling], ws, constant, self.prepared)
-        return lambda run: call()
-
-    def _bind_h2d(self, task: CopyTask, tiling: list[dict], labels: dict):
-        dst, b = self._view(task.operand), task.binding
-        return lambda run: np.copyto(dst, run.feeds[b])
-
-    def _bind_d2h(self, task: CopyTask, tiling: list[dict], labels: dict):
-        src, b = self._view(task.operand), task.binding
-
-        def d2h(run):          # the copy makes the host's result array
-            run.results[b] = src.copy()
-        return d2h
-
-    def _bind_record(self, task: EventTask, tiling: list[dict], labels: dict):
-        e = task.event
-        ev = self.events[e]
-        return lambda run: run.record(ev, e)
-
-    def _bind_wait(self, task: EventTask, tiling: list[dict], labels: dict):
-        e = task.event
-        ev = self.events[e]
-        return lambda run: run.wait(ev, e)
-
-    @staticmethod
-    def _bind_label(task: JumpTask, tiling: list[dict], labels: dict):
-        return lambda run: None
-
-    @staticmethod
-    def _bind_goto(task: JumpTask, tiling: list[dict], labels: dict):
-        target = labels[task.label]
-        return lambda run: target
-
-    def _bind_switch(self, task: JumpTask, tiling: list[dict], labels: dict):
-        """Stream switch: fall through when the condition is true, else jump."""
-        cond, target = self._view(task.cond), labels[task.label]
-        return lambda run: None if cond.reshape(-1)[0] else target
 
     # ---------------------------------------------------------------- run
     def _fast_path(self):
@@ -407,14 +291,3 @@ class StaticModel:
             self.device.quarantine(busy, self._release, nbytes)
         else:
             self._release()
-
-
-class OperandError(ValueError):
-    """A task's operands disagree with its op (raised while binding, reported with the task)."""
-
-
-def _description(task: Task) -> dict:
-    """What an error inside a task names: the node and op of a kernel, else the task kind."""
-    if isinstance(task, KernelTask):
-        return {"kind": task.kind.value, "node": task.node, "op": task.op}
-    return {"kind": task.kind.value}

@@ -149,3 +149,21 @@ def test_airrun_device_cpus(tmp_path):
     r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy",
                                     "--device-cpus", str(max(before) + 1)])
     assert r.exit_code == 2 and "not all available" in r.output
+
+
+def test_layout_option_plans_channels_last_and_inspect_shows_it(tmp_path):
+    from testdata import light_path
+
+    om = tmp_path / "squeeze.om"
+    r = CliRunner().invoke(aircc_cli, ["compile", light_path("squeezenet"), "-o", str(om),
+                                       "--target", "cpu-avx2", "--layout", "nhwc"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(aircc_cli, ["inspect", str(om)])
+    line = next(x for x in r.output.splitlines() if x.startswith("layouts"))
+    assert "30 kernels channels-last; reorders 1 (data_0.nhwc/layout), views 1" in line
+    r = CliRunner().invoke(aircc_cli, ["inspect", str(om), "--json"])
+    assert json.loads(r.output)["compile_report"]["layout_reorders"] == 1
+    r = CliRunner().invoke(aircc_cli, ["compile", light_path("squeezenet"), "-o", str(om),
+                                       "--target", "cpu-avx2", "--layout", "nchw"])
+    r = CliRunner().invoke(aircc_cli, ["inspect", str(om), "--json"])
+    assert json.loads(r.output)["layouts"]["channels_last_kernels"] == 0

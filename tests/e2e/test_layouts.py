@@ -1,0 +1,42 @@
+"""Channels-last regions end to end: planned by ``plan-layouts``, run on the device, the
+same numbers as onnxruntime, counted in the report, in both modes.
+
+The numpy backend runs channels-first itself, so here the layouts are forced
+(``channels_last=True``) and its kernels run channels-last nodes through channels-first
+copies (:func:`aircc.ops.layout.adapt_kernel`): what a backend's fallback to numpy does.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import aircc
+from aircc.compiler.driver import CompileOptions, compile_model
+from aircc.formats.summary import summarize
+from testdata import light_path, random_feeds
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "inception_v1"])
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_a_light_model_planned_channels_last_matches_onnxruntime(name, mode, device):
+    planned = compile_model(light_path(name), CompileOptions(channels_last=True, mode=mode,
+                                                             target="cpu-avx2"))
+    report = planned.report
+    assert report["channels_last_nodes"] > 20 and report["layout_reorders"] >= 1
+    assert sum(n.attrs.get("channels_last", 0) for n in planned.graph.nodes) == \
+        report["channels_last_nodes"]
+    if mode == "static":        # the same bytes, laid out differently
+        plain = compile_model(light_path(name), CompileOptions(target="cpu-avx2"))
+        assert report["arena_bytes"] == plain.report["arena_bytes"]
+        assert "layout_reorders" not in plain.report or plain.report["layout_reorders"] == 0
+    shown = summarize(planned.om)["layouts"]       # what aircc inspect shows
+    assert shown["channels_last_kernels"] == report["channels_last_nodes"]
+    assert len(shown["reorders"]) == report["layout_reorders"]
+    m = aircc.load(planned.om, device=device)
+    feeds = random_feeds(m.inputs, seed=1)
+    got = m.run(feeds)
+    want = ort.InferenceSession(light_path(name), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got.values(), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    m.close()
