@@ -101,6 +101,12 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     click.echo(f"compiled {model} -> {output} ({size} bytes, {r['mode']} mode): {r['kernels']} "
                f"kernels on {r['streams']} stream(s), {r['events']} events, {memory}, "
                f"{r['total_seconds']:.2f} s")
+    slow = r.get("fallback_nodes") or []
+    if slow:
+        ops = sorted({n["op"] for n in slow})
+        click.echo(f"fallback kernels (onnx reference implementation): {len(slow)} node(s), "
+                   f"ops {', '.join(ops)}: "
+                   f"{', '.join(n['node'] for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
 
 
 @main.command()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from aircc.formats import OmFile
 from aircc.formats.model_section import IOSpec, ModelSection, TargetRecord
+from aircc.ops import Trait, has_trait, node_def
 
 from .ir.graph import Graph
 from .passes.base import declared_stats
@@ -43,10 +44,21 @@ def compile_report(c: Compilation, t0: float) -> dict:
         "imported_nodes": c.facts.get("imported_nodes"), "kernels": c.kernels,
         **{stat: ctx.stats.get(stat, 0) for stat in declared_stats()},
         "streams": c.graph.meta.get("streams", 1), "events": c.graph.meta.get("events", 0),
+        "fallback_nodes": fallback_nodes(c.graph),
         **{k: v for k, v in c.facts.items() if k != "imported_nodes"},
         "seconds": {k: round(v, 4) for k, v in ctx.seconds.items()},
         "total_seconds": round(time.perf_counter() - t0, 4),
     }
+
+
+def fallback_nodes(graph: Graph) -> list[dict]:
+    """The nodes (bodies included) whose kernel is the fallback: onnx's reference
+    implementation, because no native kernel covers the op or this use of it."""
+    return [{"node": n.name, "op": n.op, **({"domain": n.domain} if n.domain else {})}
+            for n in graph.walk()
+            if not has_trait(n.op, Trait.DEVICE_TASK, n.domain)
+            and not has_trait(n.op, Trait.CONTROL_FLOW, n.domain)
+            and (n.meta.get("impl") == "fallback" or not node_def(n).native)]
 
 
 def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec]) -> CompiledModel:

@@ -167,3 +167,20 @@ def test_layout_option_plans_channels_last_and_inspect_shows_it(tmp_path):
                                        "--target", "cpu-avx2", "--layout", "nchw"])
     r = CliRunner().invoke(aircc_cli, ["inspect", str(om), "--json"])
     assert json.loads(r.output)["layouts"]["channels_last_kernels"] == 0
+
+
+def test_compile_reports_the_nodes_on_fallback_kernels(tmp_path):
+    import onnx
+    from onnx import helper
+    from graphs import model, tensor
+
+    m = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+               helper.make_node("Det", ["r"], ["y"], name="det")],
+              [tensor("x", [2, 3, 3])], [tensor("y", [2])])
+    src = tmp_path / "det.onnx"
+    onnx.save(m, str(src))
+    r = CliRunner().invoke(aircc_cli, ["compile", str(src), "-o", str(tmp_path / "det.om")])
+    assert r.exit_code == 0, r.output
+    assert "fallback kernels (onnx reference implementation): 1 node(s), ops Det: det" in r.output
+    r = CliRunner().invoke(aircc_cli, ["compile", str(src), "--emit", "report"])
+    assert json.loads(r.output)["fallback_nodes"] == [{"node": "det", "op": "Det"}]
