@@ -73,6 +73,15 @@ def RecoveryPolicy(**fields):
     return Policy(**fields)
 
 
+def set_threads(n: int | None = None) -> int:
+    """Let every thread pool aircc drives (numpy's OpenBLAS, oneDNN's OpenMP, the device's
+    stream workers) use ``n`` threads (None: ``$AIRCC_THREADS``, else the CPUs this
+    process may use); returns the count in force.  Set it before creating devices."""
+    from .executor.device.threads import set_threads as apply
+
+    return apply(n)
+
+
 def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None):
     """A new virtual device with ``memory_bytes`` of memory, its stream workers on ``cpus``
     (e.g. ``"0"``; default ``$AIR_DEVICE_CPUS``, else not pinned)."""

@@ -21,6 +21,8 @@ its environment on purpose).  An invalid value raises
 ``AIRCC_RECOVERY``             default recovery policy of loaded models
                                (:class:`aircc.executor.runtime.recovery.RecoveryPolicy`)
 ``AIRCC_FAULTS``               faults to inject (:mod:`aircc.faults`), e.g. ``hang@node=conv1``
+``AIRCC_THREADS``              threads every pool aircc drives may use (default: the CPUs
+                               this process may use)
 =============================  ==========================================================
 """
 from __future__ import annotations
@@ -45,6 +47,7 @@ VARIABLES = {
     "AIRCC_RUN_TIMEOUT": "deadline of every run in seconds (default 600)",
     "AIRCC_RECOVERY": "default recovery policy, e.g. retries=1,device_lost=reset",
     "AIRCC_FAULTS": "faults to inject, e.g. hang@node=conv1,seconds=2;kernel_error@run=3",
+    "AIRCC_THREADS": "threads every pool aircc drives may use (default: the CPUs available)",
 }
 
 DEFAULT_RUN_TIMEOUT = 600.0
@@ -83,6 +86,8 @@ class Settings:
     """The default recovery policy's text (parsed by the runtime)."""
     faults: str = ""
     """Faults to inject (parsed by :mod:`aircc.faults`)."""
+    threads: int | None = None
+    """Threads aircc's pools may use; None: the CPUs this process may use."""
 
 
 def _check_cpus(text: str) -> str:
@@ -142,9 +147,17 @@ def _read(env) -> Settings:
             parse(faults)
         except ValueError as e:
             raise ConfigError(f"AIRCC_FAULTS={faults!r}: {e}") from None
+    threads = None
+    if env.get("AIRCC_THREADS"):
+        raw = env["AIRCC_THREADS"].strip()
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError(f"AIRCC_THREADS={env['AIRCC_THREADS']!r}: expected a whole number "
+                              f">= 1 (or unset: the CPUs this process may use)")
+        threads = int(raw)
     return Settings(target=target or "native", blas=blas, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
-                    recovery=env.get("AIRCC_RECOVERY") or "", faults=faults)
+                    recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
+                    threads=threads)
 
 
 _settings: Settings | None = None

@@ -161,8 +161,12 @@ def npz_path(output: str) -> str:
 @click.option("--recovery", default=None, metavar="POLICY",
               help="What to do when a run fails, e.g. retries=1,device_lost=reset "
                    "(default $AIRCC_RECOVERY; docs/errors.md).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Threads every pool aircc drives may use: numpy's BLAS, oneDNN's OpenMP, "
+                   "the device's stream workers (default $AIRCC_THREADS, else the CPUs "
+                   "this process may use).")
 def main(model, input_specs, random_seed, output, device_memory, device_cpus, quiet, show_stats,
-         runtime_cores, pad_to_gear, no_replay, repeat, benchmark, timeout, recovery):
+         runtime_cores, pad_to_gear, no_replay, repeat, benchmark, timeout, recovery, threads):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
 
@@ -174,6 +178,8 @@ def main(model, input_specs, random_seed, output, device_memory, device_cpus, qu
     if recovery is not None:
         from aircc.executor.runtime.recovery import RecoveryPolicy
         policy = RecoveryPolicy.parse(recovery)
+    if threads is not None:
+        aircc.set_threads(threads)
     device = make_device(device_memory, device_cpus)
     try:
         t0 = time.perf_counter()

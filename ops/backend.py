@@ -77,13 +77,14 @@ class KernelBackend:
                  loader: Callable[[], None] | None = None,
                  fallback: Callable[[str, int | None, str], Optional[KernelImpl]] | None = None,
                  host_vector_class: Callable[[], str] | None = None,
-                 base: str | None = None):
+                 base: str | None = None, unavailable: Callable[[], str | None] | None = None):
         self.name = name
         self.description = description
         self.vector_classes = tuple(vector_classes)
         """The classes of vector instructions this backend has tunings for."""
         self.base = base
         """The backend whose kernels run the ops this one has none for (and its fallback)."""
+        self._unavailable = unavailable
         self._loader = loader
         self._fallback = fallback
         self._host_vector_class = host_vector_class
@@ -95,6 +96,10 @@ class KernelBackend:
 
     def __repr__(self) -> str:
         return f"KernelBackend({self.name!r})"
+
+    def unavailable_reason(self) -> str | None:
+        """Why this backend cannot run here (its library is missing, say); None if it can."""
+        return self._unavailable() if self._unavailable is not None else None
 
     # ------------------------------------------------------------ registering
     def register(self, impl: KernelImpl) -> KernelImpl:
@@ -245,14 +250,30 @@ class _EntryPoint:
 
 
 def available_backends() -> list[str]:
-    """Names of the kernel backends installed (registered, or declared by entry point)."""
+    """Names of the kernel backends installed and able to run here (registered, or
+    declared by entry point)."""
     _discover()
-    return sorted(_BACKENDS)
+    return sorted(n for n in list(_BACKENDS) if backend_unavailable(n) is None)
+
+
+def backend_unavailable(name: str) -> str | None:
+    """Why backend ``name`` cannot run here (not installed, its library missing); None
+    when it can."""
+    _discover()
+    found = _BACKENDS.get(name)
+    if found is None:
+        return f"no kernel backend '{name}' is installed"
+    if isinstance(found, _EntryPoint):
+        try:
+            found = _BACKENDS[name] = found.load()
+        except Exception as e:          # a broken plugin is reported, not raised here
+            return f"kernel backend '{name}' cannot be loaded: {type(e).__name__}: {e}"
+    return found.unavailable_reason()
 
 
 def kernel_backend(name: str) -> KernelBackend:
     """The kernel backend called ``name``, loaded; CompileOptionError naming the installed
-    ones when there is none."""
+    ones when there is none, or saying why it cannot run here."""
     _discover()
     found = _BACKENDS.get(name)
     if found is None:
@@ -260,4 +281,7 @@ def kernel_backend(name: str) -> KernelBackend:
                                  f"{', '.join(available_backends()) or 'none'}")
     if isinstance(found, _EntryPoint):
         found = _BACKENDS[name] = found.load()
+    reason = found.unavailable_reason()
+    if reason is not None:
+        raise CompileOptionError(f"kernel backend '{name}' cannot run here: {reason}")
     return found.load()

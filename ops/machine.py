@@ -13,8 +13,9 @@ import functools
 
 from aircc.errors import CompileOptionError, ConfigError, TargetUnavailableError
 
-from .backend import available_backends, kernel_backend
-from .targets import DEFAULT_BACKEND, NATIVE, TARGETS, VECTOR_CLASS_FLAGS, Target, target_names
+from .backend import available_backends, backend_unavailable, kernel_backend
+from .targets import (DEFAULT_BACKEND, FAST_BACKEND, NATIVE, TARGETS, VECTOR_CLASS_FLAGS, Target,
+                      target_names)
 
 
 def resolve_target(name: str | None = None) -> Target:
@@ -39,7 +40,11 @@ def resolve_target(name: str | None = None) -> Target:
 
 @functools.lru_cache(maxsize=None)
 def native_target() -> Target:
-    """This machine's target: the default backend, at the vector class it runs with here."""
+    """This machine's target: the oneDNN backend where it can run, else numpy's, at the
+    vector class it runs with here."""
+    if backend_unavailable(FAST_BACKEND) is None:
+        cls = kernel_backend(FAST_BACKEND).host_vector_class()
+        return TARGETS[f"{FAST_BACKEND}-{cls}"]
     cls = kernel_backend(DEFAULT_BACKEND).host_vector_class()
     return TARGETS[f"cpu-{cls}"]
 
@@ -62,11 +67,12 @@ def check_target(recorded: dict, what: str = "this model") -> Target:
     """The target a file records, if this machine offers it; else TargetUnavailableError
     naming what the file needs and what the machine has."""
     target = Target(recorded["name"], recorded["backend"], recorded["vector_class"])
-    backends = available_backends()
-    if target.backend not in backends:
+    reason = backend_unavailable(target.backend)
+    if reason is not None:
         raise TargetUnavailableError(
-            f"{what} was compiled for target {target.describe()}, but kernel backend "
-            f"'{target.backend}' is not installed here (installed: {', '.join(backends) or 'none'})")
+            f"{what} was compiled for target {target.describe()}, but {reason} (installed "
+            f"and able to run: {', '.join(available_backends()) or 'none'}); recompile it with "
+            f"--target native")
     offered = host_vector_classes()
     if target.vector_class not in offered:
         raise TargetUnavailableError(

@@ -9,14 +9,18 @@ recorded in the .om (section ``model``, field ``target``), shown by ``aircc
 inspect`` and checked when the model is loaded (:mod:`aircc.ops.machine`: a machine
 that lacks the backend or the vector class refuses the file).
 
-``native`` means this machine: the default backend, tuned for the vector class its
-kernels run with here.
+``native`` means this machine: the oneDNN backend where it runs (x86-64 Linux with the
+library installed), else numpy's, tuned for the vector class their kernels run with
+here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 DEFAULT_BACKEND = "numpy"
+"""The portable backend, on every machine."""
+FAST_BACKEND = "dnnl"
+"""The backend ``native`` prefers where it runs (oneDNN, on x86-64 Linux)."""
 NATIVE = "native"
 
 #: Vector classes by the CPU flags that must all be present, narrowest first.
@@ -47,6 +51,8 @@ class Target:
 TARGETS: dict[str, Target] = {
     "cpu-avx2": Target("cpu-avx2", DEFAULT_BACKEND, "avx2"),
     "cpu-avx512": Target("cpu-avx512", DEFAULT_BACKEND, "avx512"),
+    "dnnl-avx2": Target("dnnl-avx2", FAST_BACKEND, "avx2"),
+    "dnnl-avx512": Target("dnnl-avx512", FAST_BACKEND, "avx512"),
 }
 
 

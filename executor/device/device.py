@@ -29,6 +29,7 @@ from aircc.ops import KernelImpl
 
 from .cpus import check_cpus, parse_cpus  # noqa: F401  (parse_cpus: part of this module's API)
 from .health import DeviceState, FaultRecord, Quarantine
+from . import threads
 from .memory import DeviceMemory
 from .run import Cancelled, DeviceProgram, Run, Task
 from .stream import Event, Stream
@@ -45,8 +46,9 @@ class VirtualDevice:
     """A device with ``memory_bytes`` of real memory and in-order streams.
 
     ``cpus`` (a set of CPU numbers or a list like ``"0"`` / ``"0-1"``; default
-    ``$AIR_DEVICE_CPUS``, else unpinned): the host CPUs the device's stream workers run
-    on.  Handing a task from one thread to another costs a wake-up, and on an idle CPU
+    ``$AIR_DEVICE_CPUS``, else the first ``aircc.set_threads`` CPUs when that is fewer
+    than the process may use, else unpinned): the host CPUs the device's stream workers
+    run on.  Handing a task from one thread to another costs a wake-up, and on an idle CPU
     of a virtual machine that is tens of microseconds; a small model whose host thread
     shares the workers' CPU hands over in a few.  The BLAS pool is not pinned: GEMMs
     still use every core.
@@ -57,7 +59,7 @@ class VirtualDevice:
             memory_bytes = settings().device_memory
         if cpus is None:
             cpus = settings().device_cpus
-        self.cpus = check_cpus(cpus)
+        self.cpus = check_cpus(cpus) if cpus is not None else threads.worker_cpus()
         self.id = device_id
         self.memory = DeviceMemory(memory_bytes)
         self.streams: list[Stream] = []

@@ -1,0 +1,94 @@
+"""How many threads aircc's work may use: one setting for every pool aircc drives.
+
+On a small machine every thread pool that outnumbers the cores costs whole scheduler
+ticks: a BLAS pool, an OpenMP team and the device's stream workers each sized to the
+machine fight each other, and a spinning idle thread starves its neighbour.  One
+number governs them all (:func:`threads`): ``aircc.set_threads(n)``, ``airrun
+--threads N``, ``$AIRCC_THREADS``; by default the CPUs this process may use.
+
+- numpy's OpenBLAS gets ``n`` threads (``openblas_set_num_threads``);
+- an OpenMP-based kernel backend sets ``n`` in each stream worker before it runs a
+  kernel there (its OpenMP count is per calling thread): it compares
+  :func:`generation` with the one it last applied;
+- the device's stream workers are pinned to ``n`` of the process's CPUs when ``n`` is
+  fewer than it may use (and the device was not given CPUs of its own), so that the
+  pools they start stay within them.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from aircc.config import settings
+from aircc.errors import ConfigError
+
+_lock = threading.Lock()
+_threads: int | None = None
+_generation = 0
+
+#: numpy's OpenBLAS thread-count setters, by the names its builds export.
+_OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                     "openblas_set_num_threads")
+
+
+def available_cpus() -> list[int]:
+    """The CPUs this process may run on, in order."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else list(range(os.cpu_count() or 1))
+
+
+def threads() -> int:
+    """The thread count in force (set, else ``$AIRCC_THREADS``, else the CPUs available)."""
+    if _threads is None:
+        set_threads(None)
+    return _threads  # type: ignore[return-value]
+
+
+def generation() -> int:
+    """Bumped whenever the count changes (a backend re-applies it when it sees a new one)."""
+    return _generation
+
+
+def set_threads(n: int | None) -> int:
+    """Use ``n`` threads (None: ``$AIRCC_THREADS``, else every CPU available); returns it.
+    ConfigError unless ``n`` is a whole number from 1 to the CPUs available."""
+    global _threads, _generation
+    cpus = len(available_cpus())
+    value = settings().threads if n is None else n
+    value = cpus if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cpus:
+        raise ConfigError(f"threads must be a whole number from 1 to {cpus} (the CPUs this "
+                          f"process may use), got {value!r}")
+    with _lock:
+        if value != _threads:
+            _threads = value
+            _generation += 1
+            _set_openblas(value)
+    return value
+
+
+def worker_cpus() -> frozenset[int] | None:
+    """The CPUs a device's stream workers should run on: the first :func:`threads` of the
+    process's, or None (no pinning) when that is all of them."""
+    cpus = available_cpus()
+    n = threads()
+    return None if n >= len(cpus) else frozenset(cpus[:n])
+
+
+def _set_openblas(n: int) -> None:
+    try:
+        from numpy._core import _multiarray_umath as umath
+    except ImportError:  # numpy 1.x
+        from numpy.core import _multiarray_umath as umath  # type: ignore[no-redef]
+    try:
+        handle = ctypes.CDLL(umath.__file__)
+    except OSError:
+        return
+    for name in _OPENBLAS_SETTERS:
+        fn = getattr(handle, name, None)
+        if fn is not None:
+            fn.restype = None
+            fn.argtypes = [ctypes.c_int]
+            fn(n)
+            return
