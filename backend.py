@@ -59,7 +59,8 @@ class AirccBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> AirccBackendRep:
         super().prepare(model, device, **kwargs)
-        options = CompileOptions(streams=kwargs.get("streams"), mode=kwargs.get("mode", "auto"))
+        options = CompileOptions(streams=kwargs.get("streams"), mode=kwargs.get("mode", "auto"),
+                                 target=kwargs.get("target"))
         compiled = compile_model(model, options)
         om = load_om(dump_om(compiled.om))          # the real bytes, read back strictly
         from .executor.runtime.loader import load_model

@@ -171,6 +171,8 @@ class KernelBackend:
                                      reason=f"kernel backend '{self.name}' has no kernel for it",
                                      known=self.native_ops())
         chosen = version_at(versions, version)
+        if chosen is None and self.base is not None:
+            return kernel_backend(self.base).impl(op, version, domain, node, fallback)
         if chosen is None:
             raise UnsupportedOpError(op, domain, version, node,
                                      reason=f"backend '{self.name}' has kernels from version "

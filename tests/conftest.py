@@ -44,11 +44,10 @@ def pytest_terminal_summary(terminalreporter):
         from conformance import SUMMARY
     except ImportError:
         return
-    if not SUMMARY:
-        return
-    tr = terminalreporter
-    tr.section("ONNX backend conformance (plain-tensor node cases)")
-    tr.write_line(f"passed {SUMMARY['passed']} of {SUMMARY['total']} "
-                  f"({100 * SUMMARY['passed'] / SUMMARY['total']:.1f}%)")
-    for name, ops, reason in SUMMARY["failures"]:
-        tr.write_line(f"  FAIL {name} [{', '.join(ops)}]: {reason}")
+    for target, summary in SUMMARY.items():
+        tr = terminalreporter
+        tr.section(f"ONNX backend conformance (plain-tensor node cases), target {target}")
+        tr.write_line(f"passed {summary['passed']} of {summary['total']} "
+                      f"({100 * summary['passed'] / summary['total']:.1f}%)")
+        for name, ops, reason in summary["failures"]:
+            tr.write_line(f"  FAIL {name} [{', '.join(ops)}]: {reason}")

@@ -23,3 +23,11 @@ def light_path(name: str) -> str:
 def random_feeds(inputs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
+
+
+def numpy_target() -> str:
+    """The compile target of the numpy backend at this machine's vector class: for tests of
+    what that backend does itself (its Winograd mode, its weight layouts, its tilings)."""
+    from aircc.ops import kernel_backend
+
+    return f"cpu-{kernel_backend('numpy').host_vector_class()}"

@@ -107,6 +107,24 @@ def _rename_input(node: Node, old: str, new: str) -> None:
                                for op, x, right in node.attrs["steps"]]
 
 
+def _reshape_target(shape: tuple, new_shape: tuple) -> list[int] | None:
+    """A Reshape's shape input taking ``shape`` to ``new_shape``: a symbolic dim is 0 (copied
+    from the input) where the input has it at the same place, else -1 once; None when the
+    symbols cannot be said so."""
+    out, inferred = [], False
+    for i, d in enumerate(new_shape):
+        if isinstance(d, int):
+            out.append(d)
+        elif i < len(shape) and shape[i] == d:
+            out.append(0)
+        elif not inferred:
+            out.append(-1)
+            inferred = True
+        else:
+            return None
+    return out
+
+
 def _moves_no_bytes(shape: tuple, perm: list[int]) -> bool:
     """Permuting ``shape`` by ``perm`` leaves every byte in place: the dims that are not 1
     keep their order."""
@@ -210,9 +228,10 @@ class _Rewrite:
 
     def _reorder(self, src: str, dst: str, shape: tuple, perm: list[int], new_shape: tuple) -> Node:
         g = self.graph
-        if _moves_no_bytes(shape, perm):
+        target_dims = _reshape_target(shape, new_shape)
+        if _moves_no_bytes(shape, perm) and target_dims is not None:
             target = g.fresh_name(f"{dst}.shape")
-            g.constants[target] = np.array(new_shape, np.int64)
+            g.constants[target] = np.array(target_dims, np.int64)
             g.types[target] = TensorType("int64", (len(new_shape),))
             self.ctx.count("layout_views")
             return Node("Reshape", [src, target], [dst], {}, g.fresh_name(f"{dst}/layout"), "", 14)

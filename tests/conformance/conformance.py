@@ -66,9 +66,11 @@ def compare(got, expected, rtol: float, atol: float) -> None:
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"output {k}")
 
 
-def run_case(model: onnx.ModelProto, data_sets, rtol: float = 1e-3, atol: float = 1e-7) -> None:
-    """Prepare through the backend and check every data set; raises on the first problem."""
-    rep = backend.prepare(model)
+def run_case(model: onnx.ModelProto, data_sets, rtol: float = 1e-3, atol: float = 1e-7,
+             target: str | None = None) -> None:
+    """Prepare through the backend (for compile ``target``) and check every data set;
+    raises on the first problem."""
+    rep = backend.prepare(model, target=target)
     try:
         for inputs, outputs in data_sets:
             compare(rep.run([backend.as_array(x) for x in inputs]), outputs, rtol, atol)

@@ -16,23 +16,30 @@ import pytest
 
 import conformance
 from conformance import SUMMARY, data_folder_cases, folder_data_sets, node_cases, run_case
+from aircc.ops import resolve_target
+from testdata import numpy_target
 
 #: Checked floor: a regression below it fails CI (the suite passed 1,603 of 1,616 when set).
 MIN_NODE_PASSES = 1600
 TRAINING_ONLY = {"test_gradient_of_add", "test_gradient_of_add_and_mul"}
+#: Every case runs for the numpy backend and for this machine's native target (oneDNN
+#: where it runs: its kernels where it has them, numpy's for the rest).
+TARGETS = list(dict.fromkeys([numpy_target(), resolve_target("native").name]))
 
 
-def test_node_suite_pass_rate():
+@pytest.mark.parametrize("target", TARGETS)
+def test_node_suite_pass_rate(target):
     cases = node_cases()
     passed, failures = 0, []
     for case in cases:
         try:
-            run_case(case.model, case.data_sets, getattr(case, "rtol", 1e-3), getattr(case, "atol", 1e-7))
+            run_case(case.model, case.data_sets, getattr(case, "rtol", 1e-3),
+                     getattr(case, "atol", 1e-7), target)
             passed += 1
         except Exception as e:   # every failure is recorded with its ops and reason
             ops = sorted({n.op_type for n in case.model.graph.node})
             failures.append((case.name, ops, conformance.failure_reason(e)))
-    SUMMARY.update(total=len(cases), passed=passed, failures=failures)
+    SUMMARY[target] = dict(total=len(cases), passed=passed, failures=failures)
     assert len(cases) >= 1600
     assert all(ops and reason for _, ops, reason in failures)
     assert passed >= MIN_NODE_PASSES, f"{passed} of {len(cases)} passed; failures: {failures[:20]}"
@@ -48,12 +55,13 @@ def _folder_params():
     return params
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", _folder_params())
-def test_data_folder_case(case):
+def test_data_folder_case(case, target):
     import onnx
 
     model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
-    run_case(model, list(folder_data_sets(case.model_dir)), case.rtol, case.atol)
+    run_case(model, list(folder_data_sets(case.model_dir)), case.rtol, case.atol, target)
 
 
 def test_training_domain_models_are_refused_clearly():

@@ -1,7 +1,8 @@
 """Every light model of the onnx package: compile to .om, run, compare with onnxruntime.
 
-Each model is compiled twice (a single stream and the default assignment),
-written to a real .om file, loaded back and run on the virtual device.
+Each model is compiled three times (for this machine's native target with a single
+stream and with the default assignment, and for the numpy backend), written to a real
+.om file, loaded back and run on the virtual device.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from onnx import numpy_helper
 
 import aircc
 from aircc.formats import load_om
-from testdata import LIGHT_DIR, LIGHT_MODELS, light_path, random_feeds
+from testdata import LIGHT_DIR, LIGHT_MODELS, light_path, random_feeds, numpy_target
 from schedule_check import overlapping_live_buffers, unordered_dependencies
 
 #: Models whose output is a Softmax of logits too large for float32 to rank: the light
@@ -51,17 +52,18 @@ def light(request, tmp_path_factory, device):
     out = tmp_path_factory.mktemp(name)
     source = _expose_logits(light_path(name), out) if name in ILL_CONDITIONED else light_path(name)
     builds = {}
-    for streams in (1, None):
-        path = out / f"{name}_s{streams or 'default'}.om"
-        aircc.compile(source, path, streams=streams)
-        builds[streams] = (path, aircc.load(path, device=device))
+    for key, streams, target in ((1, 1, None), (None, None, None), ("numpy", None, numpy_target())):
+        path = out / f"{name}_{key or 'default'}.om"
+        aircc.compile(source, path, streams=streams, target=target)
+        builds[key] = (path, aircc.load(path, device=device))
     feeds = random_feeds(builds[1][1].inputs, seed=0)
     yield name, builds, feeds, _reference(source, feeds)
     for _, m in builds.values():
         m.close()
 
 
-@pytest.mark.parametrize("streams", [1, None], ids=["one-stream", "default-streams"])
+@pytest.mark.parametrize("streams", [1, None, "numpy"],
+                         ids=["one-stream", "default-streams", "numpy-backend"])
 def test_outputs_match_onnxruntime(light, streams):
     name, builds, feeds, expected = light
     model = builds[streams][1]

@@ -9,6 +9,7 @@ import pytest
 from onnx import helper
 
 import aircc
+from testdata import numpy_target
 from aircc.errors import DeviceOutOfMemoryError
 from aircc.executor.device.memory import DeviceMemory
 from aircc.executor.device.prepared import PreparedConstants, prepared_array
@@ -44,7 +45,7 @@ def u_bytes(c, m, tile=4):
 def test_static_load_puts_winograd_weights_on_the_device_and_close_frees_them():
     m = conv_model()
     dev = aircc.VirtualDevice(256 << 20)
-    compiled = aircc.compile(m, streams=1)
+    compiled = aircc.compile(m, streams=1, target=numpy_target())
     model_ = aircc.load(compiled.om, device=dev)
     stats = model_.run_stats()
     assert stats["prepared_bytes"] == u_bytes(64, 96)
@@ -57,7 +58,7 @@ def test_static_load_puts_winograd_weights_on_the_device_and_close_frees_them():
 
 def test_a_device_too_small_for_the_prepared_weights_fails_the_load_and_keeps_nothing():
     m = conv_model()
-    compiled = aircc.compile(m, streams=1)
+    compiled = aircc.compile(m, streams=1, target=numpy_target())
     big = aircc.VirtualDevice(256 << 20)
     with aircc.load(compiled.om, device=big) as fits:
         needed, prepared = big.memory.used, fits.run_stats()["prepared_bytes"]
@@ -67,7 +68,7 @@ def test_a_device_too_small_for_the_prepared_weights_fails_the_load_and_keeps_no
     assert dev.memory.used == 0 and dev.streams == []
     # the device still works: a model without Winograd convs (16 channels) fits and runs
     small = conv_model(c=16, m=16)
-    with aircc.load(aircc.compile(small, streams=1).om, device=dev) as loaded:
+    with aircc.load(aircc.compile(small, streams=1, target=numpy_target()).om, device=dev) as loaded:
         assert loaded.run_stats()["prepared_bytes"] < prepared
         x = rand(1, 16, 28, 28)
         np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(small, x), rtol=1e-4, atol=1e-4)
@@ -82,7 +83,7 @@ def test_two_convs_sharing_a_weight_share_its_transform():
              helper.make_node("Relu", ["c1"], ["r"]),
              helper.make_node("Conv", ["r", "W"], ["y"], pads=[1, 1, 1, 1])]
     m = model(nodes, [tensor("x", [1, 64, 28, 28])], [tensor("y", [1, 64, 28, 28])], [w])
-    with aircc.load(aircc.compile(m, streams=1).om) as loaded:
+    with aircc.load(aircc.compile(m, streams=1, target=numpy_target()).om) as loaded:
         assert loaded.run_stats()["prepared_bytes"] == u_bytes(64, 64)
         x = rand(1, 64, 28, 28)
         np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(m, x), rtol=1e-4, atol=1e-4)
@@ -100,7 +101,7 @@ def test_dynamic_mode_transforms_a_weight_once_for_every_shape(monkeypatch):
 
     monkeypatch.setattr(winograd, "weights", counted)
     m = conv_model(shape=[1, 64, "h", "w"])
-    compiled = aircc.compile(m)
+    compiled = aircc.compile(m, target=numpy_target())
     assert compiled.report["mode"] == "dynamic"
     with aircc.load(compiled.om) as loaded:
         for size in (28, 32, 28, 36, 32):
@@ -137,7 +138,7 @@ def test_prepared_constants_allocate_once_per_key_and_give_everything_back():
 
 def test_dynamic_mode_out_of_memory_for_prepared_weights_fails_the_run_not_the_model():
     m = conv_model(shape=[1, 64, "h", "w"])
-    compiled = aircc.compile(m)
+    compiled = aircc.compile(m, target=numpy_target())
     probe = aircc.VirtualDevice(64 << 20)
     with aircc.load(compiled.om, device=probe) as loaded:
         loaded.run({"x": rand(1, 64, 28, 28)})

@@ -8,13 +8,14 @@ import pytest
 from onnx import helper
 
 import aircc
+from testdata import numpy_target
 from graphs import const, model, tensor
 
 RNG = np.random.default_rng(11)
 
 
 def _check(m, feeds, reordered: int, rtol=1e-4):
-    compiled = aircc.compile(m)
+    compiled = aircc.compile(m, target=numpy_target())
     assert compiled.report["reordered_pool_convs"] == reordered
     expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     got = aircc.load(compiled).run(feeds)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aircc.compiler.context import CompileContext
+from aircc.compiler.context import CompileContext, CompileOptions
 from aircc.compiler.ir.printer import print_graph
 from aircc.compiler.ir.graph import TensorType
 from aircc.errors import CompileOptionError
+from testdata import numpy_target
 from ir_cases import digest, ir, run_pass, run_pass_graph
 
 COVERS = ("expand-control-flow", "tiling")
@@ -124,14 +125,14 @@ TILING = """
 def test_tiling_gives_kernel_nodes_the_backends_tiling_and_workspace():
     """The Conv's workspace (its im2col columns) is what the target's backend asks for on
     these shapes; the Relu needs none; the copies are device tasks and get no tiling."""
-    ctx = CompileContext()
+    ctx = CompileContext(CompileOptions(target=numpy_target()))
     conv_tiling = ctx.backend.impl("Conv", 11, "", "conv").tile(
         [TensorType("float32", (1, 2, 5, 5)), TensorType("float32", (1, 2, 3, 3))], {}, ctx.target)
     workspace = conv_tiling["workspace"]
     assert workspace > 0
     before = TILING.format(digest=digest(W), conv="", relu="")
     after = ir(TILING.format(digest=digest(W), conv=f", workspace={workspace}", relu=", workspace=0"))
-    graph, ctx = run_pass_graph("tiling", before, {"w": W})
+    graph, ctx = run_pass_graph("tiling", before, {"w": W}, target=numpy_target())
     assert print_graph(graph) == after
     assert graph.node("conv").meta["tiling"] == conv_tiling
     assert graph.node("relu").meta["tiling"] == {}

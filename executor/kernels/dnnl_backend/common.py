@@ -1,0 +1,179 @@
+"""What every oneDNN kernel shares: descriptors of device arrays, the numpy twin it falls
+back to, primitive descriptors made once, and binding.
+
+A kernel of this backend makes its primitive descriptor from the operands' shapes and
+attributes (:func:`cached_pd`: once per distinct request in a process, so a compile's
+tiling and the load that follows share it), with a **user scratchpad**: the scratch
+memory is the task's workspace, planned by the compiler from the descriptor's size
+(the tiling's ``workspace``).  Where oneDNN has no implementation for a request, or the
+kernel does not cover a use of its op, the *numpy twin* runs (the numpy backend's
+kernel for the same op and opset range), on the same device memory; the tiling records
+which (``backend``).
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from typing import Callable, Optional
+
+import numpy as np
+
+from aircc.executor.device import threads
+from aircc.executor.kernels.dnnl.enums import Arg
+from aircc.executor.kernels.dnnl.library import DnnlError, DnnlUnimplemented, using_threads
+from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
+from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.ops import KernelImpl, TensorType, kernel_backend
+from aircc.ops.layout import adapt_kernel, to_first
+
+#: Primitive descriptors kept per process (least recently used dropped first).
+PD_CACHE_SIZE = 1024
+
+_pds: "OrderedDict[tuple, PrimitiveDesc]" = OrderedDict()
+_pd_lock = threading.Lock()
+
+
+class NotForDnnl(Exception):
+    """This use of an op is left to the numpy twin (said why, for the tiling)."""
+
+
+def cached_pd(key: tuple, make: Callable[[], PrimitiveDesc]) -> PrimitiveDesc:
+    """The primitive descriptor for ``key``, made by ``make()`` the first time (with the
+    thread count kernels run with: implementations split their work when made)."""
+    with _pd_lock:
+        pd = _pds.get(key)
+        if pd is not None:
+            _pds.move_to_end(key)
+            return pd
+    with using_threads(threads.threads()):
+        pd = make()
+    with _pd_lock:
+        _pds[key] = pd
+        while len(_pds) > PD_CACHE_SIZE:
+            _pds.popitem(last=False)
+    return pd
+
+
+def logical_md(dtype, shape: tuple, channels_last: bool) -> MemoryDesc:
+    """The plain descriptor of a dense array of ``shape`` seen with the op's (channels-first)
+    dims: a channels-last array ``(N, *S, C)`` is dims ``(N, C, *S)`` with NHWC strides."""
+    dims = tuple(int(d) for d in shape)
+    strides = [0] * len(dims)
+    step = 1
+    for i in range(len(dims) - 1, -1, -1):
+        strides[i] = step
+        step *= max(dims[i], 1)
+    if channels_last and len(dims) >= 3:
+        return MemoryDesc.from_strides(to_first(dims), dtype, to_first(tuple(strides)))
+    return MemoryDesc.from_strides(dims, dtype, strides)
+
+
+def array_md(array: np.ndarray, channels_last: bool = False) -> MemoryDesc:
+    """:func:`logical_md` of a device array, which must be dense (C-contiguous)."""
+    if not array.flags.c_contiguous:
+        raise NotForDnnl(f"an operand of shape {array.shape} is not dense")
+    return logical_md(array.dtype, array.shape, channels_last)
+
+
+def act(array: np.ndarray, channels_last: bool = False) -> Memory:
+    """A device array as an activation operand: its memory seen with the op's dims (a
+    channels-last array is bound as NHWC strides over (N, C, *S), never by its shape)."""
+    return storage(array, array_md(array, channels_last))
+
+
+def storage(array: np.ndarray, md: MemoryDesc) -> Memory:
+    """Memory of descriptor ``md`` over a dense array's bytes (whatever its shape says)."""
+    return Memory.of(array.reshape(-1), md)
+
+
+def type_md(t: TensorType, channels_last: bool = False) -> MemoryDesc:
+    return logical_md(np.dtype(t.dtype), t.shape, channels_last)
+
+
+@functools.lru_cache(maxsize=None)
+def numpy_twin(op: str, since: int, domain: str = "") -> KernelImpl:
+    """The numpy backend's kernel for ``op`` at opset ``since``."""
+    return kernel_backend("numpy").impl(op, since, domain)
+
+
+def twin_tiling(op: str, since: int, domain: str, types: list, attrs: dict, target,
+                why: str) -> dict:
+    """The numpy twin's tiling, marked as such (``backend: numpy`` and why)."""
+    twin = adapt_kernel(numpy_twin(op, since, domain), attrs)
+    return {**twin.tile(types, attrs, target), "backend": "numpy", "why": why}
+
+
+def twin_prepare(op: str, since: int, domain: str, ins, outs, attrs, tiling, ws, constant,
+                 prepared):
+    """The numpy twin bound to the operands (its tiling made here when the compile chose
+    oneDNN but this machine's library refuses the request)."""
+    twin = adapt_kernel(numpy_twin(op, since, domain), attrs)
+    if tiling.get("backend") != "numpy":
+        from aircc.ops import resolve_target
+        types = [None if x is None else TensorType.of(x) for x in ins]
+        tiling = twin.tile(types, attrs, resolve_target(None))
+        need = int(tiling.get("workspace", 0))
+        if need and (ws is None or ws.nbytes < need):
+            ws = np.empty(need, np.uint8)
+    bound = twin.prepare(ins, outs, attrs, tiling, ws, constant, prepared=prepared) \
+        if twin.prepare is not None else None
+    if bound is not None:
+        return bound
+    kernel = twin.kernel
+    return lambda: kernel(ins, outs, attrs, tiling, ws)
+
+
+def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
+    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``."""
+    need = pd.scratchpad_size
+    if need:
+        if ws is None or ws.nbytes < need:
+            ws = np.empty(need, np.uint8)        # a machine whose library wants more
+        args = {**args, Arg.scratchpad: ws}
+    return pd.bind(args, threads=threads.threads())
+
+
+def dnnl_or_twin(op: str, since: int, domain: str = ""):
+    """Class decorator: give a kernel class whose ``plan(types, attrs)`` makes its
+    primitive descriptor (raising :class:`NotForDnnl` or :class:`DnnlUnimplemented` for a
+    use it leaves to numpy) and whose ``bind_to(pd, ins, outs, attrs, ws, constant,
+    prepared)`` binds it, the ``tiling``, ``prepare`` and ``kernel`` hooks of the backend.
+    A ``fused_*`` attribute the class does not list in ``FUSED`` leaves the node to numpy."""
+
+    def wrap(cls):
+        handled = frozenset(getattr(cls, "FUSED", ()))
+
+        def plan(types, attrs):
+            fused = {k for k in attrs if k.startswith("fused_")} - handled
+            if fused:
+                raise NotForDnnl(f"fused {', '.join(sorted(fused))}")
+            if any(t is not None and not t.is_static for t in types):
+                raise NotForDnnl("shapes known only at run time")
+            return cls.plan(types, attrs)
+
+        def tiling(types, attrs, target):
+            try:
+                pd = plan(types, attrs)
+            except (NotForDnnl, DnnlError) as e:
+                return twin_tiling(op, since, domain, types, attrs, target, str(e))
+            return {"backend": "dnnl", "workspace": pd.scratchpad_size, "impl": pd.impl}
+
+        def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
+            if tiling.get("backend") == "dnnl":
+                types = [None if x is None else TensorType.of(x) for x in ins]
+                try:
+                    pd = plan(types, attrs)
+                    return cls.bind_to(pd, ins, outs, attrs, ws, constant, prepared)
+                except (NotForDnnl, DnnlUnimplemented):
+                    pass
+            return twin_prepare(op, since, domain, ins, outs, attrs, tiling, ws, constant,
+                                prepared)
+
+        def kernel(ins, outs, attrs, tiling, ws):
+            prepare(ins, outs, attrs, tiling, ws, [False] * len(ins), None)()
+
+        cls.tiling, cls.prepare, cls.kernel = (staticmethod(tiling), staticmethod(prepare),
+                                               staticmethod(kernel))
+        return cls
+    return wrap

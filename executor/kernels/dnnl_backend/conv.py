@@ -1,0 +1,184 @@
+"""Convolutions on oneDNN: Conv (any groups, dilations, pads) and ConvTranspose.
+
+The activations are as the graph lays them out (channels-last in a region the compiler
+planned so, else ONNX's); the weights are ONNX's in the file and reordered once, when
+the task is bound, into the layout the implementation wants (blocked for the AVX-512
+kernels), kept in device memory with the model.  The bias, a residual (``fused_add``)
+and the activation (``fused_relu``) run as the primitive's post-ops, on its output
+while it is in cache.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aircc.executor.device.prepared import prepared_array
+from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise
+from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
+from aircc.executor.kernels.dnnl.memory import MemoryDesc
+from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
+from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.ops import TensorType
+from aircc.ops.defs.conv import OIHW, window_params
+from aircc.ops.defs.spatial import conv_transpose_geometry
+from aircc.ops.layout import is_channels_last
+from aircc.ops.shapes import window_geometry
+
+from . import DNNL
+from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, storage, type_md
+
+FLOATS = ("float32",)
+SPATIAL_RANKS = (1, 2, 3)
+
+
+def onnx_weights_md(shape: tuple, dtype, groups: int, transposed: bool) -> MemoryDesc:
+    """ONNX's weights as they lie, seen with oneDNN's dims ``(G?, O/G, I/G, *k)``: a Conv's
+    are ``(O, I/G, *k)``, a ConvTranspose's ``(I, O/G, *k)``."""
+    k = 1
+    for d in shape[2:]:
+        k *= int(d)
+    spatial = [1] * len(shape[2:])
+    for i in range(len(spatial) - 2, -1, -1):
+        spatial[i] = spatial[i + 1] * int(shape[3 + i])
+    if transposed:
+        i_all, o_g = int(shape[0]), int(shape[1])
+        i_g = i_all // groups
+        dims, strides = [o_g, i_g], [k, o_g * k]
+    else:
+        o_all, i_g = int(shape[0]), int(shape[1])
+        o_g = o_all // groups
+        dims, strides = [o_g, i_g], [i_g * k, k]
+    if groups > 1:
+        dims, strides = [groups, *dims], [o_g * i_g * k, *strides]
+    return MemoryDesc.from_strides([*dims, *(int(d) for d in shape[2:])], dtype,
+                                   [*strides, *spatial])
+
+
+def post_ops(attrs: dict, dst: MemoryDesc, residual: bool) -> list:
+    """The fused epilogue as post-ops: + residual, then Relu."""
+    ops = []
+    if residual:
+        ops.append(Binary("add", dst))
+    if attrs.get("fused_relu"):
+        ops.append(Eltwise("relu"))
+    return ops
+
+
+def _key(kind: str, types: list, attrs: dict) -> tuple:
+    shapes = tuple(None if t is None else (t.dtype, tuple(t.shape)) for t in types)
+    return (kind, shapes, repr(sorted(attrs.items())))
+
+
+@DNNL.kernel("Conv", 1, channels_last=True)
+@dnnl_or_twin("Conv", 1)
+class Conv:
+    """oneDNN convolution (direct), weights reordered at bind time, epilogue as post-ops."""
+
+    FUSED = ("fused_add", "fused_relu")
+
+    @staticmethod
+    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+        x, w = types[0], types[1]
+        if x.dtype not in FLOATS or attrs.get("weight_layout", OIHW) != OIHW:
+            raise NotForDnnl(f"{x.dtype} data or weight layout {attrs.get('weight_layout')}")
+        cl = is_channels_last(attrs)
+        xs = (x.shape[0], x.shape[-1], *x.shape[1:-1]) if cl else tuple(x.shape)
+        if len(xs) - 2 not in SPATIAL_RANKS:
+            raise NotForDnnl(f"{len(xs) - 2}-D convolution")
+        nsp, kernel, strides, dilations, pads, auto_pad = window_params(xs, w.shape, attrs)
+        out, pb, pe = window_geometry(xs[2:], kernel, strides, dilations, pads, auto_pad)
+        g = int(attrs.get("group", 1))
+        o = int(w.shape[0])
+
+        def make():
+            src = type_md(x, cl)
+            dst_shape = (xs[0], *out, o) if cl else (xs[0], o, *out)
+            dst = type_md(TensorType(x.dtype, dst_shape), cl)
+            wmd = MemoryDesc.from_tag(conv_weights_dims(o, xs[1], kernel, g), x.dtype, "any")
+            bias = MemoryDesc.from_tag((o,), x.dtype, "a") if len(types) > 2 and types[2] else None
+            residual = len(types) > 3 and types[3] is not None
+            attr = Attr(post_ops(attrs, dst, residual), scratchpad="user")
+            return convolution(src, wmd, dst, bias, strides=strides, pads_begin=pb, pads_end=pe,
+                               dilations=dilations, attr=attr)
+        return cached_pd(_key("conv", types, attrs), make)
+
+    @staticmethod
+    def bind_to(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared):
+        x, w, y = ins[0], ins[1], outs[0]
+        cl = is_channels_last(attrs)
+        plain = onnx_weights_md(w.shape, w.dtype, int(attrs.get("group", 1)), transposed=False)
+        weights = _weights(pd, w, plain, constant[1], prepared)
+        args = {Arg.src: act(x, cl), Arg.weights: weights, Arg.dst: act(y, cl)}
+        if len(ins) > 2 and ins[2] is not None:
+            args[Arg.bias] = ins[2]
+        if len(ins) > 3 and ins[3] is not None:
+            args[post_op_arg(0)] = act(ins[3], cl)
+        return bind(pd, args, ws)
+
+
+def _weights(pd: PrimitiveDesc, w: np.ndarray, plain: MemoryDesc, constant: bool, prepared):
+    """The weights as the implementation wants them: reordered once into device memory
+    when they are constant, else read as they lie (then the implementation must take
+    them plain)."""
+    from aircc.executor.kernels.dnnl.ops import reorder
+
+    want = pd.weights_md()
+    if want == plain or not constant:
+        if want != plain:
+            raise NotForDnnl("weights that change between runs in a blocked layout")
+        return storage(w, plain)
+
+    def fill(out: np.ndarray) -> None:
+        src = storage(w, plain)
+        dst = storage(out, want)
+        reorder(plain, want).bind({Arg.src: src, Arg.dst: dst})()
+
+    key = ("dnnl-weights", w.ctypes.data, w.shape, w.dtype.str, repr(want))
+    packed = prepared_array(prepared, key, (want.size,), np.uint8, fill)
+    return storage(packed, want)
+
+
+@DNNL.kernel("ConvTranspose", 1, channels_last=True)
+@dnnl_or_twin("ConvTranspose", 1)
+class ConvTranspose:
+    """oneDNN deconvolution; ONNX's (I, O/G, *k) weights reordered at bind time."""
+
+    @staticmethod
+    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+        x, w = types[0], types[1]
+        if x.dtype not in FLOATS:
+            raise NotForDnnl(f"{x.dtype} data")
+        cl = is_channels_last(attrs)
+        xs = (x.shape[0], x.shape[-1], *x.shape[1:-1]) if cl else tuple(x.shape)
+        nsp = len(xs) - 2
+        if nsp not in SPATIAL_RANKS:
+            raise NotForDnnl(f"{nsp}-D transposed convolution")
+        g = int(attrs.get("group", 1))
+        kernel = list(attrs.get("kernel_shape") or w.shape[2:])
+        out, pb, _ = conv_transpose_geometry(xs[2:], kernel, attrs)
+        o = int(w.shape[1]) * g
+        strides = list(attrs.get("strides") or [1] * nsp)
+        dilations = list(attrs.get("dilations") or [1] * nsp)
+        # oneDNN's output size has no output_padding term: it goes into the end pads
+        pe = [(xs[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - pb[i] - out[i]
+              for i in range(nsp)]
+
+        def make():
+            src = type_md(x, cl)
+            dst = type_md(TensorType(x.dtype, (xs[0], *out, o) if cl else (xs[0], o, *out)), cl)
+            wmd = MemoryDesc.from_tag(conv_weights_dims(o, xs[1], kernel, g), x.dtype, "any")
+            bias = MemoryDesc.from_tag((o,), x.dtype, "a") if len(types) > 2 and types[2] else None
+            return deconvolution(src, wmd, dst, bias, strides=strides, pads_begin=pb,
+                                 pads_end=pe, dilations=dilations,
+                                 attr=Attr((), scratchpad="user"))
+        return cached_pd(_key("deconv", types, attrs), make)
+
+    @staticmethod
+    def bind_to(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared):
+        x, w, y = ins[0], ins[1], outs[0]
+        plain = onnx_weights_md(w.shape, w.dtype, int(attrs.get("group", 1)), transposed=True)
+        cl = is_channels_last(attrs)
+        args = {Arg.src: act(x, cl), Arg.weights: _weights(pd, w, plain, constant[1], prepared),
+                Arg.dst: act(y, cl)}
+        if len(ins) > 2 and ins[2] is not None:
+            args[Arg.bias] = ins[2]
+        return bind(pd, args, ws)

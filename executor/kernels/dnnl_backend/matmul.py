@@ -1,0 +1,154 @@
+"""Matrix products on oneDNN: MatMul (batched, broadcast, read and written through the
+head permutations ``perm_a`` / ``perm_b`` / ``perm_y`` as strided views) and Gemm.
+
+The epilogue the compiler fused (``fused_scale``, ``fused_add``, ``fused_relu``) runs as
+post-ops in that order; a constant weight matrix is bound as it lies.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise
+from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
+from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc, md_of
+from aircc.executor.kernels.dnnl.ops import matmul
+from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.executor.kernels.gemm import permuted_views
+from aircc.ops import TensorType
+
+from . import DNNL
+from .common import NotForDnnl, bind, cached_pd, dnnl_or_twin, storage
+
+FLOATS = ("float32",)
+
+
+def _shell(t) -> np.ndarray:
+    """A dense array of ``t``'s shape and dtype without its bytes (strides only)."""
+    dt = np.dtype(t.dtype)
+    shape = tuple(int(d) for d in t.shape)
+    strides, step = [], dt.itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dt), shape, tuple(reversed(strides)))
+
+
+def _padded(md: MemoryDesc, rank: int) -> MemoryDesc:
+    """``md`` with leading dims of 1 up to ``rank`` (oneDNN's operands share one rank)."""
+    extra = rank - len(md.dims)
+    if extra <= 0:
+        return md
+    strides = md.strides or ()
+    lead = (strides[0] * md.dims[0]) if strides else 1
+    return MemoryDesc.from_strides((1,) * extra + md.dims, md.dtype,
+                                   (max(lead, 1),) * extra + tuple(strides))
+
+
+def _views(a: np.ndarray, b: np.ndarray, y: np.ndarray, attrs: dict):
+    a, b, y = permuted_views(attrs, a, b, y)
+    if a.ndim < 2 or b.ndim < 2:
+        raise NotForDnnl("a 1-D operand")
+    return a, b, y
+
+
+def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
+          key: tuple) -> PrimitiveDesc:
+    if a.dtype.name not in FLOATS or b.dtype != a.dtype:
+        raise NotForDnnl(f"{a.dtype} @ {b.dtype}")
+    rank = y.ndim
+    src, wei, dst = (_padded(md_of(v), rank) for v in (a, b, y))
+    ops = []
+    if "fused_scale" in attrs:
+        ops.append(Eltwise("linear", float(attrs["fused_scale"]), 0.0))
+    if addend is not None:
+        if not y.flags.c_contiguous:      # oneDNN 3.2 crashes (SIGSEGV) on this
+            raise NotForDnnl("a binary post-op with a strided destination")
+        if addend.ndim > rank or addend.dtype != y.dtype or any(
+                d not in (1, n) for d, n in zip(addend.shape[::-1], y.shape[::-1])):
+            raise NotForDnnl(f"an addend of shape {addend.shape} for {y.shape}")
+        ops.append(Binary("add", _padded(md_of(addend), rank)))
+    if attrs.get("fused_relu"):
+        ops.append(Eltwise("relu"))
+    return cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")))
+
+
+def _key(kind: str, views: tuple, attrs: dict) -> tuple:
+    return (kind, tuple(None if v is None else (v.dtype.str, v.shape, v.strides) for v in views),
+            repr(sorted((k, v) for k, v in attrs.items() if k != "weight_layout")))
+
+
+@DNNL.kernel("MatMul", 1)
+@dnnl_or_twin("MatMul", 1)
+class MatMul:
+    FUSED = ("fused_scale", "fused_add", "fused_relu")
+
+    @staticmethod
+    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+        a, b, _ = permuted_views(attrs, _shell(types[0]), _shell(types[1]), _shell(types[0]))
+        if a.ndim < 2 or b.ndim < 2:
+            raise NotForDnnl("a 1-D operand")
+        logical = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+        perm_y = attrs.get("perm_y")
+        stored = tuple(logical[i] for i in perm_y) if perm_y else logical
+        a, b, y = _views(_shell(types[0]), _shell(types[1]),
+                         _shell(TensorType(types[0].dtype, stored)), attrs)
+        addend = _shell(types[2]) if len(types) > 2 and types[2] is not None else None
+        return _plan(a, b, y, addend, attrs, _key("matmul", (a, b, y, addend), attrs))
+
+    @staticmethod
+    def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
+        a, b, y = _views(ins[0], ins[1], outs[0], attrs)
+        addend = ins[2] if len(ins) > 2 and ins[2] is not None else None
+        args = {Arg.src: storage_view(a, pd.src_md()), Arg.weights: storage_view(b, pd.weights_md()),
+                Arg.dst: storage_view(y, pd.dst_md())}
+        if addend is not None:
+            args[post_op_arg(1 if "fused_scale" in attrs else 0)] = storage_view(
+                addend, pd.arg_md(post_op_arg(1 if "fused_scale" in attrs else 0)))
+        return bind(pd, args, ws)
+
+
+def storage_view(view: np.ndarray, md: MemoryDesc) -> Memory:
+    """Memory of ``md`` at the view's first element (its strides are the descriptor's)."""
+    return Memory(md, view.ctypes.data, view)
+
+
+@DNNL.kernel("Gemm", 1)
+@dnnl_or_twin("Gemm", 1)
+class Gemm:
+    """alpha * A' @ B' + C (beta 1, C broadcast), C as a binary post-op."""
+
+    @staticmethod
+    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+        a, b = _gemm_views(_shell(types[0]), _shell(types[1]), attrs)
+        y = _shell(TensorType(types[0].dtype, (a.shape[0], b.shape[1])))
+        c = _shell(types[2]) if len(types) > 2 and types[2] is not None else None
+        return _gemm_plan(a, b, y, c, attrs)
+
+    @staticmethod
+    def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
+        a, b = _gemm_views(ins[0], ins[1], attrs)
+        c = ins[2] if len(ins) > 2 and ins[2] is not None else None
+        args = {Arg.src: storage_view(a, pd.src_md()), Arg.weights: storage_view(b, pd.weights_md()),
+                Arg.dst: storage(outs[0], pd.dst_md())}
+        if c is not None:
+            index = 1 if float(attrs.get("alpha", 1.0)) != 1.0 else 0
+            args[post_op_arg(index)] = storage_view(c, pd.arg_md(post_op_arg(index)))
+        return bind(pd, args, ws)
+
+
+def _gemm_views(a: np.ndarray, b: np.ndarray, attrs: dict):
+    if a.ndim != 2 or b.ndim != 2:
+        raise NotForDnnl("Gemm operands that are not matrices")
+    return (a.T if attrs.get("transA") else a), (b.T if attrs.get("transB") else b)
+
+
+def _gemm_plan(a, b, y, c, attrs) -> PrimitiveDesc:
+    if float(attrs.get("beta", 1.0)) != 1.0 and c is not None:
+        raise NotForDnnl("beta other than 1")
+    scaled = dict(attrs)
+    alpha = float(attrs.get("alpha", 1.0))
+    if alpha != 1.0:
+        scaled["fused_scale"] = alpha
+    if c is not None and c.ndim < 2:
+        c = c.reshape((1,) * (2 - c.ndim) + c.shape)
+    return _plan(a, b, y, c, scaled, _key("gemm", (a, b, y, c), attrs))
