@@ -150,7 +150,10 @@ def dnnl_or_twin(op: str, since: int, domain: str = ""):
                 raise NotForDnnl(f"fused {', '.join(sorted(fused))}")
             if any(t is not None and not t.is_static for t in types):
                 raise NotForDnnl("shapes known only at run time")
-            return cls.plan(types, attrs)
+            pd = cls.plan(types, attrs)
+            if pd.is_reference:
+                raise NotForDnnl(f"oneDNN has only its reference implementation ({pd.impl})")
+            return pd
 
         def tiling(types, attrs, target):
             try:

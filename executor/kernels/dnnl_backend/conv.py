@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.executor.device.prepared import prepared_array
-from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise
+from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise, Sum
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.memory import MemoryDesc
 from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
@@ -53,11 +53,13 @@ def onnx_weights_md(shape: tuple, dtype, groups: int, transposed: bool) -> Memor
                                    [*strides, *spatial])
 
 
-def post_ops(attrs: dict, dst: MemoryDesc, residual: bool) -> list:
-    """The fused epilogue as post-ops: + residual, then Relu."""
+def post_ops(attrs: dict, dst: MemoryDesc, residual: bool, channels_last: bool) -> list:
+    """The fused epilogue as post-ops: + residual, then Relu.  Channels-first, the residual
+    is copied into the output first and summed there (a binary post-op on NCHW runs
+    oneDNN's reference kernel)."""
     ops = []
     if residual:
-        ops.append(Binary("add", dst))
+        ops.append(Binary("add", dst) if channels_last else Sum())
     if attrs.get("fused_relu"):
         ops.append(Eltwise("relu"))
     return ops
@@ -96,7 +98,7 @@ class Conv:
             wmd = MemoryDesc.from_tag(conv_weights_dims(o, xs[1], kernel, g), x.dtype, "any")
             bias = MemoryDesc.from_tag((o,), x.dtype, "a") if len(types) > 2 and types[2] else None
             residual = len(types) > 3 and types[3] is not None
-            attr = Attr(post_ops(attrs, dst, residual), scratchpad="user")
+            attr = Attr(post_ops(attrs, dst, residual, cl), scratchpad="user")
             return convolution(src, wmd, dst, bias, strides=strides, pads_begin=pb, pads_end=pe,
                                dilations=dilations, attr=attr)
         return cached_pd(_key("conv", types, attrs), make)
@@ -110,9 +112,17 @@ class Conv:
         args = {Arg.src: act(x, cl), Arg.weights: weights, Arg.dst: act(y, cl)}
         if len(ins) > 2 and ins[2] is not None:
             args[Arg.bias] = ins[2]
-        if len(ins) > 3 and ins[3] is not None:
-            args[post_op_arg(0)] = act(ins[3], cl)
-        return bind(pd, args, ws)
+        residual = ins[3] if len(ins) > 3 else None
+        if residual is not None and cl:
+            args[post_op_arg(0)] = act(residual, cl)
+        bound = bind(pd, args, ws)
+        if residual is None or cl:
+            return bound
+
+        def summed(copy=np.copyto):
+            copy(y, residual)
+            bound()
+        return summed
 
 
 def _weights(pd: PrimitiveDesc, w: np.ndarray, plain: MemoryDesc, constant: bool, prepared):

@@ -436,8 +436,9 @@ def test_low_precision_conv_and_matmul(dtype):
         pd = ops.convolution(md(x.shape, "nhwc", dt), md(w.shape, "any", dt),
                              md(want.shape, "nhwc", dt), pads_begin=(1, 1), pads_end=(1, 1))
         mm = ops.matmul(md((8, 16), "ab", dt), md((16, 8), "ab", dt), md((8, 8), "ab", dt))
-    except library.DnnlUnimplemented as exc:
-        pytest.skip(f"{dtype} is not implemented on this CPU ({library.effective_isa()}): {exc}")
+    except library.DnnlUnimplemented:      # float16 needs AVX512-FP16 (not on Zen 4)
+        assert dtype == "float16" and "fp16" not in library.effective_isa()
+        return
     y = empty(want.shape, "nhwc", dt)
     pd.bind({Arg.src: stored(x.astype(dt), "nhwc"), Arg.weights: with_weights(pd, w.astype(dt)),
              Arg.dst: y})()

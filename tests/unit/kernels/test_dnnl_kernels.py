@@ -1,0 +1,167 @@
+"""The oneDNN backend's kernels against the numpy backend's, op by op, through the backend
+interface (tiling, prepare and kernel), on channels-first and channels-last activations,
+with the epilogues the compiler fuses; and the uses they leave to numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aircc.ops import TensorType, kernel_backend, layout, resolve_target
+from aircc.ops.layout import CHANNELS_LAST, to_last
+
+DNNL = kernel_backend("dnnl")
+NUMPY = kernel_backend("numpy")
+TARGET = resolve_target("dnnl-avx512" if "avx512" in DNNL.host_vector_class() else "dnnl-avx2")
+rng = np.random.default_rng(0)
+
+
+def run(backend, op: str, ins: list, attrs: dict, out_shapes: list, since: int = 13,
+        bound: bool = True):
+    """Outputs and tiling of ``op`` on ``backend``: tiled, then bound once (``prepare``) and
+    run, or run through ``kernel``."""
+    impl = layout.adapt_kernel(backend.impl(op, since), attrs)
+    types = [None if x is None else TensorType.of(x) for x in ins]
+    tiling = impl.tile(types, attrs, TARGET)
+    ws = np.zeros(max(1, int(tiling.get("workspace", 0))), np.uint8)
+    outs = [np.full(s, np.nan, np.float32) for s in out_shapes]
+    call = impl.prepare(ins, outs, attrs, tiling, ws, [False] * len(ins), prepared=None) \
+        if bound and impl.prepare is not None else None
+    if call is None:
+        impl.kernel(ins, outs, attrs, tiling, ws)
+    else:
+        call()
+    return outs, tiling
+
+
+def same(op: str, ins: list, attrs: dict, out_shapes: list, since: int = 13, backend="dnnl",
+         rtol=1e-4, atol=1e-5) -> dict:
+    """Both backends agree, bound and unbound; returns the oneDNN tiling."""
+    want, _ = run(NUMPY, op, ins, attrs, out_shapes, since)
+    for bound in (True, False):
+        got, tiling = run(DNNL, op, ins, attrs, out_shapes, since, bound)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    assert tiling.get("backend") == backend, tiling
+    return tiling
+
+
+def f32(*shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def nhwc(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.moveaxis(x, 1, -1))
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("group,dilation,stride,pads", [
+    (1, 1, 1, [1, 1, 1, 1]), (2, 1, 2, [0, 1, 1, 0]), (8, 1, 1, [1, 1, 1, 1]), (1, 2, 1, [2, 2, 2, 2])])
+def test_conv_with_groups_dilations_strides_pads_and_the_fused_epilogue(channels_last, group,
+                                                                         dilation, stride, pads):
+    x, w, b = f32(2, 8, 9, 9), f32(8, 8 // group, 3, 3), f32(8)
+    attrs = {"group": group, "dilations": [dilation] * 2, "strides": [stride] * 2, "pads": pads}
+    out = _conv_out(x.shape, w.shape, attrs)
+    r = f32(*out)
+    fused = {**attrs, "fused_add": 1, "fused_relu": 1}
+    if channels_last:
+        ins = [nhwc(x), w, b, nhwc(r)]
+        tiling = same("Conv", ins, {**fused, CHANNELS_LAST: 1}, [to_last(out)], 11)
+    else:
+        tiling = same("Conv", [x, w, b, r], fused, [out], 11)
+    assert "ref" not in tiling["impl"], tiling
+
+
+def _conv_out(xs, ws, attrs) -> tuple:
+    from aircc.ops.shapes import window_geometry
+    out, _, _ = window_geometry(xs[2:], ws[2:], attrs["strides"], attrs["dilations"], attrs["pads"],
+                                "NOTSET")
+    return (xs[0], ws[0], *out)
+
+
+def test_conv_transpose_with_output_padding_and_groups():
+    x, w = f32(1, 4, 5, 5), f32(4, 3, 3, 3)
+    attrs = {"strides": [2, 2], "output_padding": [1, 1], "group": 2, "pads": [1, 1, 0, 0]}
+    same("ConvTranspose", [x, w, f32(6)], attrs, [(1, 6, 11, 11)], 11)
+    same("ConvTranspose", [nhwc(x), w], {**attrs, CHANNELS_LAST: 1}, [(1, 11, 11, 6)], 11)
+
+
+@pytest.mark.parametrize("op,attrs,out", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (2, 4, 4, 4)),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, (2, 4, 4, 4)),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (2, 4, 7, 7)),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+     (2, 4, 7, 7)),
+    ("GlobalAveragePool", {}, (2, 4, 1, 1)), ("GlobalMaxPool", {}, (2, 4, 1, 1))])
+def test_pools_both_layouts(op, attrs, out):
+    x = f32(2, 4, 7, 7)
+    same(op, [x], attrs, [out])
+    same(op, [nhwc(x)], {**attrs, CHANNELS_LAST: 1}, [to_last(out)])
+
+
+def test_batch_norm_with_a_fused_relu_both_layouts():
+    x, s, b, m = f32(2, 6, 5, 5), f32(6), f32(6), f32(6)
+    v = np.abs(f32(6)) + 0.1
+    same("BatchNormalization", [x, s, b, m, v], {"epsilon": 1e-5, "fused_relu": 1}, [x.shape], 15)
+    same("BatchNormalization", [nhwc(x), s, b, m, v], {"epsilon": 1e-5, CHANNELS_LAST: 1},
+         [to_last(x.shape)], 15)
+
+
+@pytest.mark.parametrize("a,b,attrs,out,add", [
+    ((2, 3, 16, 32), (32, 24), {}, (2, 3, 16, 24), None),
+    ((2, 16, 32), (2, 32, 24), {"fused_scale": 0.125}, (2, 16, 24), (24,)),
+    ((64, 32), (32, 48), {"fused_relu": 1}, (64, 48), (64, 48)),
+    ((2, 16, 4, 8), (2, 16, 4, 8), {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1]}, (2, 4, 16, 16),
+     None)])
+def test_matmul_batched_broadcast_permuted_with_its_epilogue(a, b, attrs, out, add):
+    ins = [f32(*a), f32(*b)] + ([f32(*add)] if add else [])
+    same("MatMul", ins, {**attrs, **({"fused_add": 1} if add else {})}, [out])
+
+
+def test_a_binary_post_op_on_a_strided_destination_is_left_to_numpy():
+    """oneDNN 3.2 crashes executing it; the numpy kernel runs instead."""
+    ins = [f32(2, 7, 12), f32(12, 16), f32(16)]
+    tiling = same("MatMul", ins, {"perm_y": [1, 0, 2], "fused_add": 1}, [(7, 2, 16)],
+                  backend="numpy")
+    assert "strided destination" in tiling["why"]
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 1)])
+def test_gemm_with_alpha_and_a_broadcast_c(trans_a, trans_b):
+    a = f32(6, 4) if trans_a else f32(4, 6)
+    b = f32(5, 6) if trans_b else f32(6, 5)
+    same("Gemm", [a, b, f32(5)], {"transA": trans_a, "transB": trans_b, "alpha": 0.5}, [(4, 5)])
+
+
+def test_layer_norm_and_softmax_with_a_fused_residual():
+    x, r = f32(4, 64, 96), f32(4, 64, 96)
+    same("LayerNormalization", [x, f32(96), f32(96), r], {"axis": -1, "fused_add": 1},
+         [x.shape], 17)
+    same("LayerNormalization", [x, f32(96)], {"axis": -1, "epsilon": 1e-3}, [x.shape], 17)
+    mask = f32(4, 1, 96)
+    same("Softmax", [x, mask], {"axis": -1, "fused_add": 1}, [x.shape])
+    same("LogSoftmax", [x], {"axis": 2}, [x.shape])
+
+
+@pytest.mark.parametrize("op,attrs", [("Relu", {}), ("LeakyRelu", {"alpha": 0.1}), ("Sigmoid", {}),
+                                      ("Tanh", {}), ("HardSwish", {}), ("Elu", {"alpha": 0.5}),
+                                      ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})])
+def test_activations_on_large_tensors(op, attrs):
+    same(op, [f32(8, 64, 32)], attrs, [(8, 64, 32)], 14, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+def test_binary_ops_broadcast_the_second_operand_or_swap_when_they_commute(op):
+    a, b = f32(8, 32, 64), f32(32, 1)
+    if op == "Div":
+        b = np.abs(b) + 0.5
+    same(op, [a, b], {}, [a.shape])
+    tiling = same(op, [b, a], {}, [a.shape], backend="dnnl" if op in ("Add", "Mul") else "numpy")
+    assert tiling["backend"] == "dnnl" or "first operand broadcasts" in tiling["why"]
+
+
+def test_small_tensors_and_other_dtypes_stay_on_numpy():
+    assert same("Relu", [f32(4, 4)], {}, [(4, 4)], backend="numpy")["why"].startswith("16 elements")
+    x = rng.standard_normal((2, 3, 5, 5))
+    w = rng.standard_normal((4, 3, 3, 3))
+    tiling = DNNL.impl("Conv", 11).tile([TensorType.of(x), TensorType.of(w)], {}, TARGET)
+    assert tiling["backend"] == "numpy" and "float64" in tiling["why"]
