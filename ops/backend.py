@@ -64,6 +64,9 @@ class KernelImpl:
     channels_last: bool = False
     """The kernel runs a node marked ``channels_last`` itself (:mod:`aircc.ops.layout`);
     otherwise it is run through channels-first copies of its activations."""
+    epilogues: frozenset = frozenset()
+    """Fused attributes beyond the common ones that the kernel runs (``fused_activation``:
+    the fusion passes fuse them only into kernels that do)."""
 
     def tile(self, types: list, attrs: dict, target: Target) -> dict:
         """The tiling data for these input types ({} for a kernel without tiling)."""
@@ -120,7 +123,8 @@ class KernelBackend:
                                                 getattr(cls, "kernel", None),
                                                 getattr(cls, "tiling", None),
                                                 getattr(cls, "prepare", None),
-                                                channels_last=channels_last))
+                                                channels_last=channels_last,
+                                                epilogues=frozenset(getattr(cls, "FUSED", ()))))
             return cls
 
         return register

@@ -7,6 +7,12 @@ other operand as an extra input and adds it as it writes its output
 (``fused_add``): the residual of a ResNet block, the bias of a MatMul,
 attention's mask.  A Relu that then reads it alone becomes ``fused_relu``.
 The reader nodes go away.
+
+Where the target's kernel for the Conv or MatMul runs other activations as part of its
+epilogue (``fused_activation`` among its ``KernelImpl.epilogues``: the oneDNN backend's,
+as post-ops), a Clip, HardSwish, Sigmoid, LeakyRelu, Tanh, HardSigmoid, Elu or Gelu in
+Relu's place becomes ``fused_activation = {"op": ..., "attrs": {...}}`` (a Clip's bounds
+as opset-6 attributes ``min`` / ``max``).
 """
 from __future__ import annotations
 
@@ -16,6 +22,41 @@ from .base import compile_pass
 
 FUSABLE = ("Conv", "MatMul")
 RELU_ONLY = ("BatchNormalization",)     # fuse a following Relu, no Add
+#: Activations a kernel with the ``fused_activation`` epilogue takes, with the attributes
+#: (and their ONNX defaults) that say which one.
+ACTIVATIONS = {"HardSwish": {}, "Sigmoid": {}, "Tanh": {}, "LeakyRelu": {"alpha": 0.01},
+               "HardSigmoid": {"alpha": 0.2, "beta": 0.5}, "Elu": {"alpha": 1.0},
+               "Gelu": {"approximate": "none"}}
+
+
+def _activation(graph: Graph, node: Node, value: str) -> dict | None:
+    """``fused_activation`` for ``node``, the reader of ``value``, if it is an activation
+    with constant parameters of ``value``'s type."""
+    if node.domain or node.meta.get("impl") == "fallback" or node.inputs[:1] != [value]:
+        return None
+    if graph.types.get(node.outputs[0]) != graph.types.get(value):
+        return None
+    if node.op == "Clip":
+        bounds = {}
+        for key, i, default in (("min", 1, float("-inf")), ("max", 2, float("inf"))):
+            if node.version < 11:
+                bounds[key] = float(node.attrs.get(key, default))
+            elif i < len(node.inputs) and node.inputs[i]:
+                c = graph.constants.get(node.inputs[i])
+                if c is None or c.size != 1:
+                    return None
+                bounds[key] = float(c.reshape(-1)[0])
+            else:
+                bounds[key] = default
+        return {"op": "Clip", "attrs": bounds}
+    if node.op not in ACTIVATIONS or len(node.inputs) != 1:
+        return None
+    return {"op": node.op, "attrs": {k: node.attrs.get(k, d) for k, d in ACTIVATIONS[node.op].items()}}
+
+
+def _runs_activations(ctx: CompileContext, node: Node) -> bool:
+    return "fused_activation" in ctx.backend.impl(node.op, node.version, node.domain,
+                                                  node.name).epilogues
 
 
 def _add_operand(graph: Graph, node: Node, add: Node, value: str) -> str | None:
@@ -86,7 +127,16 @@ def fuse_epilogues(graph: Graph, ctx: CompileContext) -> Graph:
             fused += 1
             out = node.outputs[0]
         relu = graph.only_reader(out, users)
-        if relu is not None and relu.op == "Relu" and not relu.domain and relu.name not in removed:
+        act = _activation(graph, relu, out) if relu is not None and relu.name not in removed \
+            and relu.op != "Relu" and node.op in FUSABLE and _runs_activations(ctx, node) else None
+        if act is not None:
+            node.attrs["fused_activation"] = act
+            graph.types.pop(out, None)
+            node.outputs = [relu.outputs[0]]
+            removed.add(relu.name)
+            users = graph.consumers()
+            fused += 1
+        elif relu is not None and relu.op == "Relu" and not relu.domain and relu.name not in removed:
             node.attrs["fused_relu"] = 1
             graph.types.pop(out, None)
             node.outputs = [relu.outputs[0]]

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from aircc.executor.device import threads
+from aircc.executor.kernels.dnnl.attr import Eltwise
 from aircc.executor.kernels.dnnl.enums import Arg
 from aircc.executor.kernels.dnnl.library import DnnlError, DnnlUnimplemented, using_threads
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
@@ -100,6 +101,7 @@ def numpy_twin(op: str, since: int, domain: str = "") -> KernelImpl:
 def twin_tiling(op: str, since: int, domain: str, types: list, attrs: dict, target,
                 why: str) -> dict:
     """The numpy twin's tiling, marked as such (``backend: numpy`` and why)."""
+    attrs = {k: v for k, v in attrs.items() if k != "fused_activation"}
     twin = adapt_kernel(numpy_twin(op, since, domain), attrs)
     return {**twin.tile(types, attrs, target), "backend": "numpy", "why": why}
 
@@ -107,7 +109,17 @@ def twin_tiling(op: str, since: int, domain: str, types: list, attrs: dict, targ
 def twin_prepare(op: str, since: int, domain: str, ins, outs, attrs, tiling, ws, constant,
                  prepared):
     """The numpy twin bound to the operands (its tiling made here when the compile chose
-    oneDNN but this machine's library refuses the request)."""
+    oneDNN but this machine's library refuses the request), followed by the fused
+    activation numpy's kernels do not run themselves."""
+    after = numpy_activation(attrs, outs)
+    if after is not None:
+        attrs = {k: v for k, v in attrs.items() if k != "fused_activation"}
+        run = twin_prepare(op, since, domain, ins, outs, attrs, tiling, ws, constant, prepared)
+
+        def with_activation():
+            run()
+            after()
+        return with_activation
     twin = adapt_kernel(numpy_twin(op, since, domain), attrs)
     if tiling.get("backend") != "numpy":
         from aircc.ops import resolve_target
@@ -122,6 +134,42 @@ def twin_prepare(op: str, since: int, domain: str, ins, outs, attrs, tiling, ws,
         return bound
     kernel = twin.kernel
     return lambda: kernel(ins, outs, attrs, tiling, ws)
+
+
+#: ``fused_activation`` (op, its attributes) -> oneDNN eltwise (algorithm, alpha, beta).
+ACTIVATIONS = {
+    "Clip": lambda a: ("clip_v2", a["min"], a["max"]),
+    "HardSwish": lambda a: ("hardswish", 1.0 / 6.0, 0.5),
+    "Sigmoid": lambda a: ("logistic", 0.0, 0.0),
+    "Tanh": lambda a: ("tanh", 0.0, 0.0),
+    "LeakyRelu": lambda a: ("relu", a["alpha"], 0.0),
+    "HardSigmoid": lambda a: ("hardsigmoid", a["alpha"], a["beta"]),
+    "Elu": lambda a: ("elu", a["alpha"], 0.0),
+    "Gelu": lambda a: ("gelu_tanh" if a["approximate"] == "tanh" else "gelu_erf", 0.0, 0.0),
+}
+#: The opset each activation's numpy kernel is looked up at (a Clip's bounds as attributes).
+ACTIVATION_SINCE = {"Clip": 6, "HardSwish": 14, "Gelu": 20}
+
+
+def activation_post_op(attrs: dict) -> list[Eltwise]:
+    """The ``fused_activation`` of ``attrs`` as a post-op (none when there is none)."""
+    act = attrs.get("fused_activation")
+    if not act:
+        return []
+    alg, alpha, beta = ACTIVATIONS[act["op"]](act["attrs"])
+    return [Eltwise(alg, float(alpha), float(beta))]
+
+
+def numpy_activation(attrs: dict, outs: list):
+    """A call applying ``fused_activation`` to the first output in place with the numpy
+    backend's kernel for it, or None."""
+    act = attrs.get("fused_activation")
+    if not act:
+        return None
+    impl = numpy_twin(act["op"], ACTIVATION_SINCE.get(act["op"], 1))
+    y, params = outs[0], dict(act["attrs"])
+    tiling = impl.tile([TensorType.of(y)], params, None)
+    return lambda: impl.kernel([y], [y], params, tiling, None)
 
 
 def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):

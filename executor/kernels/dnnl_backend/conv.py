@@ -24,7 +24,8 @@ from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_geometry
 
 from . import DNNL
-from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, storage, type_md
+from .common import (NotForDnnl, act, activation_post_op, bind, cached_pd, dnnl_or_twin, storage,
+                     type_md)
 
 FLOATS = ("float32",)
 SPATIAL_RANKS = (1, 2, 3)
@@ -62,7 +63,7 @@ def post_ops(attrs: dict, dst: MemoryDesc, residual: bool, channels_last: bool) 
         ops.append(Binary("add", dst) if channels_last else Sum())
     if attrs.get("fused_relu"):
         ops.append(Eltwise("relu"))
-    return ops
+    return ops + activation_post_op(attrs)
 
 
 def _key(kind: str, types: list, attrs: dict) -> tuple:
@@ -75,7 +76,7 @@ def _key(kind: str, types: list, attrs: dict) -> tuple:
 class Conv:
     """oneDNN convolution (direct), weights reordered at bind time, epilogue as post-ops."""
 
-    FUSED = ("fused_add", "fused_relu")
+    FUSED = ("fused_add", "fused_relu", "fused_activation")
 
     @staticmethod
     def plan(types: list, attrs: dict) -> PrimitiveDesc:

@@ -17,7 +17,7 @@ from aircc.executor.kernels.gemm import permuted_views
 from aircc.ops import TensorType
 
 from . import DNNL
-from .common import NotForDnnl, bind, cached_pd, dnnl_or_twin, storage
+from .common import NotForDnnl, activation_post_op, bind, cached_pd, dnnl_or_twin, storage
 
 FLOATS = ("float32",)
 
@@ -69,6 +69,7 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
         ops.append(Binary("add", _padded(md_of(addend), rank)))
     if attrs.get("fused_relu"):
         ops.append(Eltwise("relu"))
+    ops += activation_post_op(attrs)
     return cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")))
 
 
@@ -80,7 +81,7 @@ def _key(kind: str, views: tuple, attrs: dict) -> tuple:
 @DNNL.kernel("MatMul", 1)
 @dnnl_or_twin("MatMul", 1)
 class MatMul:
-    FUSED = ("fused_scale", "fused_add", "fused_relu")
+    FUSED = ("fused_scale", "fused_add", "fused_relu", "fused_activation")
 
     @staticmethod
     def plan(types: list, attrs: dict) -> PrimitiveDesc:

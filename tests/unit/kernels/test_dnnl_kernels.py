@@ -165,3 +165,14 @@ def test_small_tensors_and_other_dtypes_stay_on_numpy():
     w = rng.standard_normal((4, 3, 3, 3))
     tiling = DNNL.impl("Conv", 11).tile([TensorType.of(x), TensorType.of(w)], {}, TARGET)
     assert tiling["backend"] == "numpy" and "float64" in tiling["why"]
+
+
+def test_a_fused_activation_left_to_numpy_runs_after_the_numpy_kernel():
+    """Where oneDNN declines the product, numpy's kernel runs it and then the activation."""
+    a, b, c = f32(2, 7, 12), f32(12, 16), f32(16)
+    attrs = {"perm_y": [1, 0, 2], "fused_add": 1,
+             "fused_activation": {"op": "Clip", "attrs": {"min": -0.5, "max": 0.5}}}
+    got, tiling = run(DNNL, "MatMul", [a, b, c], attrs, [(7, 2, 16)])
+    assert tiling["backend"] == "numpy"
+    want = np.clip(a @ b + c, -0.5, 0.5).transpose(1, 0, 2)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
