@@ -38,6 +38,7 @@ SPATIAL_INPUTS: dict[str, tuple[int, ...]] = {
     "MaxPool": (0,), "AveragePool": (0,), "LpPool": (0,),
     "GlobalAveragePool": (0,), "GlobalMaxPool": (0,),
     "BatchNormalization": (0,), "InstanceNormalization": (0,),
+    "Resize": (0,),               # its scales / sizes stay in channels-first order
 }
 
 

@@ -176,3 +176,11 @@ def test_a_fused_activation_left_to_numpy_runs_after_the_numpy_kernel():
     assert tiling["backend"] == "numpy"
     want = np.clip(a @ b + c, -0.5, 0.5).transpose(1, 0, 2)
     np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_instance_norm_channels_last_matches_numpy_channels_first():
+    x, s, b = f32(2, 5, 6, 7), f32(5), f32(5)
+    want, _ = run(NUMPY, "InstanceNormalization", [x, s, b], {"epsilon": 1e-5}, [x.shape], 6)
+    got, _ = run(DNNL, "InstanceNormalization", [nhwc(x), s, b],
+                 {"epsilon": 1e-5, CHANNELS_LAST: 1}, [to_last(x.shape)], 6)
+    np.testing.assert_allclose(np.moveaxis(got[0], -1, 1), want[0], rtol=1e-5, atol=1e-5)
