@@ -1,40 +1,47 @@
 """aircc against onnxruntime on the same CPU, same process, interleaved.
 
-    python benchmarks/run.py                 # full suite -> benchmarks/results.json, .md, .svg
+    python benchmarks/run.py                 # every suite -> benchmarks/results.json, .md, .svg
     python benchmarks/run.py --quick         # fewer rounds
     python benchmarks/run.py --only resnet50 --rounds 20
+    python benchmarks/run.py --suite broader --targets native,cpu-dnnl
+    python benchmarks/run.py --only resnet50 --contended resnet50
 
-For every model: compile, load, warm up, then ``rounds`` rounds, each timing a block
-of aircc runs and a block of onnxruntime runs on the same inputs (alternating which
-goes first).  A block waits until the other engine's threads are idle, runs once
-untimed, then times its runs back to back, so that each engine runs in its own
-default configuration as it would alone (``quiet.py``); a fast model's blocks grow
-until its timed runs take ``--min-seconds``.  Reported: median latency of each,
-the ratio aircc / onnxruntime (the median over rounds of each round's ratio of
-block medians), peak device memory, host time per inference, compile time,
-and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
-own float32 GEMM rate (``work.py``: how near the GEMM limit each runs).  Also: compile
-time against graph size (synthetic graphs, with the fitted growth exponent) and the
-load time of a .om with 90 MB of weights.  ``results.svg`` plots the ratios and the
-compile scaling (``plot.py``).  Ratios are measured in one run because the machine is
-shared and noisy; medians, not means.  Host time per inference is the host
-thread's CPU time in the run call (not the wait for the device), over the timed
-runs of our blocks: back to back, as an application serving the model runs
-it.  By default the device's stream workers run on CPU 0, and so does
-the host thread while it times runs (both engines are called from it); the BLAS
-and onnxruntime pools are not pinned.  ``--device-cpus none`` leaves all unpinned.
+Suites (``--suite``): ``light`` (the onnx package's light models), ``samples`` (aircc's
+samples and the dynamic BERT-style encoder) and ``broader`` (torch-exported models of
+the kinds users bring: ``broader.py``).  Each model is compiled for every target of
+``--targets`` (a target that cannot be compiled for or loaded here is skipped, with one
+line saying why) and loaded; a model or target that fails is reported with its error.
+Then ``rounds`` rounds, each timing a block of runs of every engine (each target's
+aircc and onnxruntime) on the same inputs, in an order that rotates from round to
+round.  A block waits until the other engines' threads are idle, runs once untimed,
+then times its runs back to back, so that each engine runs in its own default
+configuration as it would alone (``quiet.py``); a fast model's blocks grow until its
+timed runs take ``--min-seconds``.  Reported: median latency of each, each target's
+ratio aircc / onnxruntime (the median over rounds of each round's ratio of block
+medians) and its geometric mean per suite, peak device memory, host time per
+inference, compile time, the nodes that run on the fallback kernel (onnx's reference
+op), and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
+own float32 GEMM rate (``work.py``).  The contended run (``--contended``, and ResNet-50
+in a full run) times models again with a busy neighbour process spinning on a core
+(``neighbour.py``), beside a quiet run of the same models just before.  Also: compile
+time against graph size and the load time of a .om with 90 MB of weights
+(``scaling.py``); ``results.svg`` plots the ratios and the compile scaling (``plot.py``).
+Host time per inference is the host thread's CPU time in the run call (not the wait
+for the device).  By default the device's stream workers run on CPU 0, and so does the
+host thread while it times runs (both engines are called from it); the BLAS and
+onnxruntime pools are not pinned.  ``--device-cpus none`` leaves all unpinned.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -43,15 +50,22 @@ import onnxruntime as ort
 
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
-from aircc.formats import save_om
-from plot import growth_exponent, svg
+from neighbour import busy_neighbour, others_load
+from plot import svg
 from quiet import wait_until_quiet
+from report import markdown, row_line
+from scaling import SCALING_SIZES, SCALING_WIDTHS, compile_scaling, growth_exponents, load_time  # noqa: F401
+from targets import fallback_ops, usable_targets
 from work import gemm_gflops, multiply_adds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 sys.path.insert(0, os.path.join(ROOT, "samples"))
+
+SUITES = ("light", "samples", "broader")
+#: What a full run times again beside a busy neighbour.
+CONTENDED = "resnet50"
 
 
 def machine() -> dict:
@@ -83,25 +97,41 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def suite(quick: bool) -> list[dict]:
-    from bert_encoder import build_bert_encoder, make_inputs
+def entries(suites: list[str], wanted: set | None = None, broader_size: str = "full") -> list[dict]:
+    """The rows of ``suites`` (all of them, or those named in ``wanted``), each with its
+    ``suite``, ``name``, ``model``, compile ``options`` and ``feeds`` (None: random)."""
+    rows: list[dict] = []
+    if "light" in suites:
+        for f in sorted(os.listdir(LIGHT)):
+            if f.endswith(".onnx"):
+                rows.append({"suite": "light", "name": f[len("light_"):-len(".onnx")],
+                             "path": os.path.join(LIGHT, f), "options": CompileOptions(), "feeds": None})
+    if "samples" in suites:
+        from bert_encoder import build_bert_encoder, make_inputs
 
-    entries = []
-    for f in sorted(os.listdir(LIGHT)):
-        if f.endswith(".onnx"):
-            name = f[len("light_"):-len(".onnx")]
-            entries.append({"name": name, "model": onnx.load(os.path.join(LIGHT, f)),
-                            "options": CompileOptions(), "feeds": None})
-    entries.append({"name": "sample_mlp", "model": onnx.load(os.path.join(ROOT, "samples", "mlp.onnx")),
-                    "options": CompileOptions(input_shapes={"input": [4, 784]}), "feeds": None})
-    entries.append({"name": "sample_branches",
-                    "model": onnx.load(os.path.join(ROOT, "samples", "branches.onnx")),
-                    "options": CompileOptions(), "feeds": None})
-    bert = build_bert_encoder()
-    for b, s in ((1, 16), (4, 64), (8, 128)):
-        entries.append({"name": f"bert_dynamic_{b}x{s}", "model": bert, "options": CompileOptions(),
-                        "feeds": make_inputs(b, s), "shared": "bert"})
-    return entries
+        rows.append({"suite": "samples", "name": "sample_mlp",
+                     "path": os.path.join(ROOT, "samples", "mlp.onnx"),
+                     "options": CompileOptions(input_shapes={"input": [4, 784]}), "feeds": None})
+        rows.append({"suite": "samples", "name": "sample_branches",
+                     "path": os.path.join(ROOT, "samples", "branches.onnx"),
+                     "options": CompileOptions(), "feeds": None})
+        if wanted is None or any(w.startswith("bert_") for w in wanted):
+            bert = build_bert_encoder()
+            for b, s in ((1, 16), (4, 64), (8, 128)):
+                rows.append({"suite": "samples", "name": f"bert_dynamic_{b}x{s}", "model": bert,
+                             "options": CompileOptions(), "feeds": make_inputs(b, s), "shared": "bert"})
+    if "broader" in suites:
+        import broader
+
+        if broader.torch is None:
+            print("suite broader skipped: it needs torch, which is not installed", flush=True)
+        else:
+            rows += [{"suite": "broader", **r} for r in broader.entries(broader_size, wanted)]
+    rows = [r for r in rows if wanted is None or r["name"] in wanted]
+    for r in rows:
+        if "model" not in r:
+            r["model"] = onnx.load(r.pop("path"))
+    return rows
 
 
 def random_feeds(inputs: list[dict], seed: int = 0) -> dict:
@@ -109,22 +139,72 @@ def random_feeds(inputs: list[dict], seed: int = 0) -> dict:
     return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
 
 
-def bench_model(entry: dict, rounds: int, warmup: int, cache: dict, device=None,
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".splitlines()[0][:500]
+
+
+def _prepare(entry: dict, target: str, feeds, cache: dict, device) -> dict:
+    """Compile and load ``entry`` for ``target`` (once for a ``shared`` entry) and run it
+    once: {compiled, model, compile_s, fallback}."""
+    key = (entry.get("shared"), target)
+    if key[0] and key in cache:
+        return cache[key]
+    t = time.perf_counter()
+    compiled = compile_model(entry["model"], dataclasses.replace(entry["options"], target=target))
+    compile_s = time.perf_counter() - t
+    model = aircc.load(compiled.om, device=device)
+    try:
+        model.run(feeds or random_feeds(model.inputs))
+    except Exception:
+        model.close()
+        raise
+    prepared = {"compiled": compiled, "model": model, "compile_s": compile_s,
+                "fallback": fallback_ops(compiled)}
+    if key[0]:
+        cache[key] = prepared
+    return prepared
+
+
+def bench_model(entry: dict, targets: list[str], rounds: int, warmup: int, cache: dict, device=None,
                 min_seconds: float = 0.0) -> dict:
-    key = entry.get("shared")
-    if key and key in cache:
-        compiled, compile_s, model, sess = cache[key]
-    else:
-        t = time.perf_counter()
-        compiled = compile_model(entry["model"], entry["options"])
-        compile_s = time.perf_counter() - t
-        model = aircc.load(compiled.om, device=device)
+    """One row: ``entry`` timed against onnxruntime for each of ``targets``; a target that
+    fails to compile, load or run is in the row's ``errors``."""
+    prepared, errors = {}, {}
+    for target in targets:
+        try:
+            prepared[target] = _prepare(entry, target, entry["feeds"], cache, device)
+        except Exception as e:           # reported in the results, the other targets go on
+            errors[target] = _error(e)
+            print(f"{entry['name']:<24} {target}: FAILED {errors[target]}", flush=True)
+    row = {"model": entry["name"], "suite": entry.get("suite"), "errors": errors}
+    if not prepared:
+        return row
+    shared = entry.get("shared")
+    sess = cache.get(("ort", shared)) if shared else None
+    if sess is None:
         sess = _session(entry["model"])
-        if key:
-            cache[key] = (compiled, compile_s, model, sess)
-    feeds = entry["feeds"] or random_feeds(model.inputs)
-    with device.host_thread_on_device_cpus() if device else contextlib.nullcontext():
-        return _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key, min_seconds)
+        if shared:
+            cache[("ort", shared)] = sess
+    feeds = entry["feeds"] or random_feeds(next(iter(prepared.values()))["model"].inputs)
+    with device.host_thread_on_device_cpus() if device else contextlib.nullcontext(), \
+            others_load() as others:
+        row.update(_timed(prepared, sess, feeds, rounds, warmup, min_seconds))
+    row["others_cpu_cores"] = others["cores"]
+    try:
+        macs = multiply_adds(entry["model"], {k: np.shape(v) for k, v in feeds.items()})
+    except (ValueError, onnx.shape_inference.InferenceError):     # no rate rather than a wrong one
+        macs = None
+    if macs:
+        row["gmacs"] = macs / 1e9
+        row["onnxruntime_gflops"] = 2 * macs / 1e9 / (row["onnxruntime_ms"] / 1e3)
+        for t in row["targets"].values():
+            t["aircc_gflops"] = 2 * macs / 1e9 / (t["aircc_ms"] / 1e3)
+    primary = next(iter(row["targets"]))
+    row.update({"target": primary, **row["targets"][primary]})
+    if not shared:
+        for p in prepared.values():
+            p["model"].close()
+    return row
 
 
 #: Each round runs a block of each engine's runs back to back; a fast model's blocks
@@ -157,180 +237,85 @@ def _block(run, n: int, after=None) -> tuple[list[float], float, bool]:
     return times, waited, quiet
 
 
-def _timed(entry, model, sess, feeds, compiled, compile_s, rounds, warmup, key,
-           min_seconds: float = 0.0) -> dict:
+def _timed(prepared: dict, sess, feeds, rounds, warmup, min_seconds: float = 0.0) -> dict:
+    names = list(prepared)
+    models = [prepared[t]["model"] for t in names]
+    runs = [lambda m=m: m.run(feeds) for m in models] + [lambda: sess.run(None, feeds)]
+    n = len(runs)
     t = time.perf_counter()
     for _ in range(warmup):
-        model.run(feeds)
-        sess.run(None, feeds)
+        for run in runs:
+            run()
     block = block_size((time.perf_counter() - t) / max(warmup, 1), rounds, min_seconds)
-    ours, theirs, host, waits, ratios, noisy = [], [], [], [], [], 0
-    engines = (lambda: model.run(feeds), lambda: sess.run(None, feeds))
+    times: list[list[float]] = [[] for _ in runs]
+    host: list[list[float]] = [[] for _ in models]
+    ratios: list[list[float]] = [[] for _ in models]
+    waits, noisy = [], 0
     for r in range(rounds):
-        medians = [0.0, 0.0]
-        for who in ((0, 1) if r % 2 == 0 else (1, 0)):
-            after = (lambda: host.append(model.last_host_seconds)) if who == 0 else None
-            times, waited, quiet = _block(engines[who], block, after)
-            (ours if who == 0 else theirs).extend(times)
-            medians[who] = statistics.median(times)
+        medians = [0.0] * n
+        for who in ((r + i) % n for i in range(n)):      # each engine leads in turn
+            after = (lambda m=models[who], h=host[who]: h.append(m.last_host_seconds)) \
+                if who < len(models) else None
+            ts, waited, quiet = _block(runs[who], block, after)
+            times[who].extend(ts)
+            medians[who] = statistics.median(ts)
             waits.append(waited)
             noisy += not quiet
-        ratios.append(medians[0] / medians[1])
-    stats = model.run_stats()
-    if stats["mode"] == "static":
-        peak = stats["arena_bytes"] + stats["weights_bytes"] + stats["prepared_bytes"]
-    else:
-        peak = (stats["peak_allocated_bytes"] + stats["prepared_bytes"]
-                + sum(w.nbytes for w in compiled.om.weights.values()))
-    result = {
-        "model": entry["name"], "mode": compiled.report["mode"],
-        "kernels": compiled.report["kernels"], "streams": compiled.report["streams"],
-        "aircc_ms": 1e3 * statistics.median(ours), "onnxruntime_ms": 1e3 * statistics.median(theirs),
-        "host_us_per_inference": 1e6 * statistics.median(host),
-        "peak_device_bytes": int(peak), "compile_s": compile_s, "rounds": rounds,
-        "block": block, "quiet_wait_ms": 1e3 * statistics.median(waits), "blocks_not_quiet": noisy,
-    }
-    # each round times both engines one after the other: the median of the rounds' ratios
-    # is the paired comparison, robust to the machine slowing down for a while
-    result["ratio"] = statistics.median(ratios)
-    try:
-        macs = multiply_adds(entry["model"], {k: np.shape(v) for k, v in feeds.items()})
-    except ValueError:
-        macs = None
-    if macs:
-        result["gmacs"] = macs / 1e9
-        result["aircc_gflops"] = 2 * macs / 1e9 / (result["aircc_ms"] / 1e3)
-        result["onnxruntime_gflops"] = 2 * macs / 1e9 / (result["onnxruntime_ms"] / 1e3)
-    if not key:
-        model.close()
-    return result
-
-
-def synthetic_graph(n: int, width: int = 64) -> onnx.ModelProto:
-    """n nodes: a chain of 4-node blocks (Relu and Sigmoid of one input, their Add, a Tanh)
-    on [1, width] float32 tensors.  At the default width every branch is too small to
-    open a stream of its own; at 65536 (256 KiB) the branches take four streams, with
-    events between them."""
-    from onnx import TensorProto, helper
-
-    nodes, x = [], "x"
-    k = 0
-    while len(nodes) < n:
-        nodes.append(helper.make_node("Relu", [x], [f"a{k}"]))
-        nodes.append(helper.make_node("Sigmoid", [x], [f"b{k}"]))
-        nodes.append(helper.make_node("Add", [f"a{k}", f"b{k}"], [f"c{k}"]))
-        nodes.append(helper.make_node("Tanh", [f"c{k}"], [f"d{k}"]))
-        x = f"d{k}"
-        k += 1
-    g = helper.make_graph(nodes[:n] if len(nodes) == n else nodes, "synthetic",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
-                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, width])])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
-#: Synthetic graph sizes whose compile times the full run reports (and fits a slope to).
-SCALING_SIZES = [1000, 2500, 5000, 10000, 20000, 40000]
-
-
-#: Widths of the synthetic graphs' tensors: all on one stream, and branches on streams of
-#: their own (four), with events between them.
-SCALING_WIDTHS = {"small tensors": 64, "big tensors": 65536}
-
-
-def compile_scaling(sizes) -> list[dict]:
-    """Compile time of each synthetic graph size, in each series of :data:`SCALING_WIDTHS`."""
-    out = []
-    for series, width in SCALING_WIDTHS.items():
-        for n in sizes:
-            m = synthetic_graph(n, width)
-            t = time.perf_counter()
-            compiled = compile_model(m, CompileOptions())
-            out.append({"series": series, "nodes": len(m.graph.node),
-                        "compile_s": time.perf_counter() - t, "kernels": compiled.report["kernels"],
-                        "streams": compiled.report["streams"]})
+        # the median of the rounds' ratios is the paired comparison, robust to the
+        # machine slowing down for a while
+        for i in range(len(models)):
+            ratios[i].append(medians[i] / medians[-1])
+    out = {"onnxruntime_ms": 1e3 * statistics.median(times[-1]), "rounds": rounds, "block": block,
+           "quiet_wait_ms": 1e3 * statistics.median(waits), "blocks_not_quiet": noisy, "targets": {}}
+    for i, name in enumerate(names):
+        p = prepared[name]
+        compiled, stats = p["compiled"], p["model"].run_stats()
+        if stats["mode"] == "static":
+            peak = stats["arena_bytes"] + stats["weights_bytes"] + stats["prepared_bytes"]
+        else:
+            peak = (stats["peak_allocated_bytes"] + stats["prepared_bytes"]
+                    + sum(w.nbytes for w in compiled.om.weights.values()))
+        out["targets"][name] = {
+            "compiled_for": compiled.report["target"], "mode": compiled.report["mode"],
+            "kernels": compiled.report["kernels"], "streams": compiled.report["streams"],
+            "aircc_ms": 1e3 * statistics.median(times[i]), "ratio": statistics.median(ratios[i]),
+            "host_us_per_inference": 1e6 * statistics.median(host[i]),
+            "peak_device_bytes": int(peak), "compile_s": p["compile_s"],
+            "fallback_nodes": sum(p["fallback"].values()), "fallback_ops": p["fallback"]}
     return out
 
 
-def growth_exponents(rows: list[dict]) -> dict[str, float]:
-    """Per series, the fitted exponent of compile time against node count."""
-    series: dict[str, list] = {}
-    for c in rows:
-        series.setdefault(c["series"], []).append((c["nodes"], c["compile_s"]))
-    return {name: growth_exponent(points) for name, points in series.items()}
+def geomeans(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Suite -> target -> geometric mean of the ratios of the suite's rows."""
+    logs: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        for target, t in r.get("targets", {}).items():
+            logs.setdefault(r.get("suite") or "", {}).setdefault(target, []).append(math.log(t["ratio"]))
+    return {s: {t: math.exp(sum(v) / len(v)) for t, v in by.items()} for s, by in logs.items()}
 
 
-def load_time(megabytes: int = 90) -> dict:
-    from onnx import TensorProto, helper, numpy_helper
-
-    n = megabytes * (1 << 20) // 4
-    side = int(math.sqrt(n))
-    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((side, side)).astype(np.float32), "w")
-    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "big",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, side])], [w])
-    compiled = compile_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
-                                               ir_version=8))
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "big.om")
-        save_om(compiled.om, path)
-        times = []
-        for _ in range(5):
-            t = time.perf_counter()
-            m = aircc.load(path)
-            times.append(time.perf_counter() - t)
-            m.close()
-        size = os.path.getsize(path)
-    return {"weights_mb": round(w.ByteSize() / (1 << 20), 1), "file_bytes": size,
-            "load_s_median": statistics.median(times)}
-
-
-def markdown(results: dict) -> str:
-    lines = [f"Machine: {results['machine']['cpu']}, {results['machine']['cpus']} CPUs, "
-             f"Python {results['machine']['python']}, numpy {results['machine']['numpy']} "
-             f"(OpenBLAS kernels {results['machine'].get('blas_kernels', 'unknown')}; float32 GEMM "
-             f"{results['machine'].get('gemm_gflops', 0):.0f} GFLOP/s at 1024^3), "
-             f"onnxruntime {results['machine']['onnxruntime']}; {results['rounds']} rounds, each a "
-             f"block of at least {MIN_BLOCK} timed runs of each engine after one untimed (fast models more, "
-             f"until {results.get('min_seconds', 0):g} s of timed runs, up to {MAX_BLOCK}), each block "
-             f"started with the other engine's threads idle; medians; "
-             + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
-                if results.get("device_cpus") else "nothing pinned."), "",
-             "| model | mode | aircc ms | onnxruntime ms | ratio | host us/inference "
-             "| peak device MB | compile s | GMAC | aircc GFLOP/s | onnxruntime GFLOP/s |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in results["models"]:
-        rates = (f"{r['gmacs']:.3f} | {r['aircc_gflops']:.0f} | {r['onnxruntime_gflops']:.0f}"
-                 if r.get("gmacs") else "- | - | -")
-        lines.append(f"| {r['model']} | {r['mode']} | {r['aircc_ms']:.2f} | {r['onnxruntime_ms']:.2f} | "
-                     f"{r['ratio']:.2f} | {r['host_us_per_inference']:.0f} | "
-                     f"{r['peak_device_bytes'] / (1 << 20):.1f} | {r['compile_s']:.2f} | {rates} |")
-    if results.get("light_geomean_ratio"):
-        lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
-    if results.get("compile_scaling"):
-        rows = results["compile_scaling"]
-        series = list(dict.fromkeys(c["series"] for c in rows))
-        streams: dict[str, int] = {}
-        for c in rows:
-            streams[c["series"]] = max(streams.get(c["series"], 0), c["streams"])
-        lines += ["", "| synthetic nodes | " + " | ".join(
-            f"compile s, {name} ({streams[name]} stream{'s' * (streams[name] > 1)})"
-            for name in series) + " |",
-            "| ---: |" + " ---: |" * len(series)]
-        by_nodes: dict[int, dict] = {}
-        for c in rows:
-            by_nodes.setdefault(c["nodes"], {})[c["series"]] = c["compile_s"]
-        for nodes, times in by_nodes.items():
-            lines.append(f"| {nodes} | " + " | ".join(
-                f"{times[name]:.2f}" if name in times else "-" for name in series) + " |")
-        exponents = results.get("compile_growth_exponent") or {}
-        if exponents:
-            lines += ["", "Compile time grows as " + ", ".join(
-                f"nodes^{e:.2f} on {name}" for name, e in exponents.items())
-                + " (least-squares slopes on log-log axes; 1 is linear)."]
-    if results.get("load"):
-        ld = results["load"]
-        lines += ["", f"Loading a .om with {ld['weights_mb']} MB of weights: {1e3 * ld['load_s_median']:.0f} ms (median of 5)."]
-    return "\n".join(lines) + "\n"
+def contended(rows: list[dict], targets: list[str], rounds: int, warmup: int, device,
+              min_seconds: float) -> list[dict]:
+    """Each of ``rows`` timed quiet, then again with a busy neighbour process spinning
+    (``neighbour.py``): {model, quiet, contended, neighbour}."""
+    out, cache = [], {}
+    for entry in rows:
+        entry = {**entry, "shared": f"contended:{entry['name']}"}     # compiled once for both
+        quiet = bench_model(entry, targets, rounds, warmup, cache, device, min_seconds)
+        if "ratio" not in quiet:
+            out.append({"model": entry["name"], "quiet": quiet})
+            continue
+        with busy_neighbour() as busy:
+            loaded = bench_model(entry, targets, rounds, warmup, cache, device, min_seconds)
+        out.append({"model": entry["name"], "quiet": quiet, "contended": loaded, "neighbour": busy})
+        print(f"{entry['name']:<24} contended: aircc {quiet['aircc_ms']:.2f} -> {loaded['aircc_ms']:.2f} ms, "
+              f"ort {quiet['onnxruntime_ms']:.2f} -> {loaded['onnxruntime_ms']:.2f} ms, ratio "
+              f"{quiet['ratio']:.2f} -> {loaded['ratio']:.2f} (neighbour took "
+              f"{busy['core_share']:.2f} of a core)", flush=True)
+    for p in cache.values():
+        if isinstance(p, dict):
+            p["model"].close()
+    return out
 
 
 def main(argv=None) -> int:
@@ -341,31 +326,59 @@ def main(argv=None) -> int:
                     help="time a fast model in bigger blocks until its timed runs take this long "
                          f"(at most {MAX_BLOCK} runs a block; default 2, 0 with --quick)")
     ap.add_argument("--quick", action="store_true", help="5 rounds, small scaling sizes")
+    ap.add_argument("--suite", default=",".join(SUITES),
+                    help=f"comma-separated suites among {', '.join(SUITES)} (default: all)")
+    ap.add_argument("--broader-size", choices=("full", "small"), default="full",
+                    help="size of the broader suite's models (small: the tests')")
+    ap.add_argument("--targets", default="native",
+                    help="comma-separated compile targets, each timed against onnxruntime "
+                         "(default native); one this machine cannot use is skipped")
     ap.add_argument("--only", default=None, help="comma-separated model names")
+    ap.add_argument("--contended", nargs="?", const=CONTENDED, default=None, metavar="MODELS",
+                    help="also time these models (default resnet50; a full run does) quiet and "
+                         "then beside a busy process spinning on a core")
     ap.add_argument("--out", default=HERE, help="directory for results.json, results.md and results.svg")
     ap.add_argument("--device-cpus", default="0", metavar="LIST",
                     help="CPUs of the device's stream workers, and of the host thread while it "
                          "times runs (default 0; 'none': not pinned)")
     args = ap.parse_args(argv)
+    suites = [s for s in args.suite.split(",") if s]
+    if unknown := set(suites) - set(SUITES):
+        ap.error(f"unknown suite(s) {', '.join(sorted(unknown))}; known: {', '.join(SUITES)}")
     cpus = None if args.device_cpus.lower() == "none" else args.device_cpus
     device = aircc.VirtualDevice(cpus=cpus) if cpus else None
     rounds = args.rounds or (5 if args.quick else 25)
-    entries = suite(args.quick)
-    if args.only:
-        wanted = set(args.only.split(","))
-        entries = [e for e in entries if e["name"] in wanted]
     min_seconds = args.min_seconds if args.min_seconds is not None else (0.0 if args.quick else 2.0)
-    results = {"machine": machine(), "rounds": rounds, "min_seconds": min_seconds, "models": [],
-               "device_cpus": sorted(device.cpus) if device else None}
+    contend = args.contended or (CONTENDED if not args.only and "light" in suites else "")
+    contend_names = [n for n in contend.split(",") if n]
+    wanted = set(args.only.split(",")) | set(contend_names) if args.only else None
+    selected = entries(suites, wanted, args.broader_size)
+    targets, skipped = usable_targets([t for t in args.targets.split(",") if t], device)
+    results = {"machine": machine(), "rounds": rounds, "min_seconds": min_seconds,
+               "min_block": MIN_BLOCK, "max_block": MAX_BLOCK, "suites": suites,
+               "targets": list(targets), "target_info": targets, "skipped_targets": skipped,
+               "models": [], "device_cpus": sorted(device.cpus) if device else None}
+    if not targets:
+        print("no usable target: nothing to time", file=sys.stderr)
+        return 1
     cache: dict = {}
-    for entry in entries:
-        r = bench_model(entry, rounds, args.warmup, cache, device, min_seconds)
+    for entry in selected:
+        if args.only and entry["name"] not in args.only.split(","):
+            continue
+        r = bench_model(entry, list(targets), rounds, args.warmup, cache, device, min_seconds)
         results["models"].append(r)
-        print(f"{r['model']:<24} {r['mode']:<8} aircc {r['aircc_ms']:9.2f} ms  ort {r['onnxruntime_ms']:9.2f} ms  "
-              f"ratio {r['ratio']:5.2f}  host {r['host_us_per_inference']:8.0f} us", flush=True)
-    light = [r["ratio"] for r in results["models"] if not r["model"].startswith(("sample_", "bert_"))]
-    if light:
-        results["light_geomean_ratio"] = math.exp(sum(math.log(x) for x in light) / len(light))
+        if (line := row_line(r, results["machine"]["gemm_gflops"])) is not None:
+            print(line, flush=True)
+    results["geomean_ratio"] = geomeans(results["models"])
+    light = results["geomean_ratio"].get("light", {}).get(results["targets"][0])
+    if light is not None:
+        results["light_geomean_ratio"] = light
+    if contend_names:
+        known = {e["name"]: e for e in selected}
+        if missing := [n for n in contend_names if n not in known]:
+            print(f"contended run: no model {', '.join(missing)} in the suites run", file=sys.stderr)
+        results["contended"] = contended([known[n] for n in contend_names if n in known], list(targets),
+                                         rounds, args.warmup, device, min_seconds)
     if not args.only:
         results["compile_scaling"] = compile_scaling([500, 2000] if args.quick else SCALING_SIZES)
         results["compile_growth_exponent"] = growth_exponents(results["compile_scaling"])
@@ -375,8 +388,10 @@ def main(argv=None) -> int:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(markdown(results))
-    with open(os.path.join(args.out, "results.svg"), "w") as f:
-        f.write(svg(results))
+    timed = [r for r in results["models"] if "ratio" in r]
+    if timed:
+        with open(os.path.join(args.out, "results.svg"), "w") as f:
+            f.write(svg({**results, "models": timed}))
     print(markdown(results))
     return 0
 

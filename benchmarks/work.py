@@ -35,22 +35,45 @@ def _with_input_shapes(model: onnx.ModelProto, shapes: dict) -> onnx.ModelProto:
     return shape_inference.infer_shapes(fixed, data_prop=True)
 
 
+#: Recurrent ops by their gates per step (W and R stack one hidden-size block per gate).
+GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+COUNTED = ("Conv", "ConvTranspose", "MatMul", "Gemm", *GATES)
+
+
 def multiply_adds(model: onnx.ModelProto, input_shapes: dict) -> int:
-    """Multiply-adds of the model's Conv, ConvTranspose, MatMul and Gemm nodes with its
-    inputs of ``input_shapes`` (name -> shape), from onnx's shape inference.
+    """Multiply-adds of the model's Conv (depthwise and grouped too), ConvTranspose,
+    MatMul (attention's score and context products too), Gemm, LSTM, GRU and RNN nodes
+    with its inputs of ``input_shapes`` (name -> shape), from onnx's shape inference.
+    A recurrent node counts its gates' input and recurrent products at every step.
 
     Raises ValueError when a counted node's shapes stay unknown (a count that silently
     left nodes out would overstate every rate computed from it)."""
     inferred = _with_input_shapes(model, input_shapes)
-    g = inferred.graph
+    try:
+        return _count(inferred.graph)
+    except ValueError:
+        # onnx's data propagation stops at some shape arithmetic (a Div of dims: a head's
+        # width in a traced attention); onnxruntime's symbolic inference goes on
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        try:
+            symbolic = SymbolicShapeInference.infer_shapes(inferred, auto_merge=True)
+        except Exception:
+            symbolic = None
+        if symbolic is None:
+            raise
+        return _count(symbolic.graph)
+
+
+def _count(g: onnx.GraphProto) -> int:
     shapes = {vi.name: _dims(vi) for vi in (*g.input, *g.value_info, *g.output)}
     shapes.update({t.name: list(t.dims) for t in g.initializer})
     total = 0
     for node in g.node:
-        if node.op_type not in ("Conv", "ConvTranspose", "MatMul", "Gemm"):
+        if node.op_type not in COUNTED:
             continue
         a, b = shapes.get(node.input[0]), shapes.get(node.input[1])
-        y = shapes.get(node.output[0])
+        y = a if node.op_type in GATES else shapes.get(node.output[0])   # an RNN's Y may be omitted
         if a is None or b is None or y is None:
             raise ValueError(f"shapes of {node.op_type} node {node.name or node.output[0]!r} "
                              f"are unknown after shape inference")
@@ -61,8 +84,11 @@ def multiply_adds(model: onnx.ModelProto, input_shapes: dict) -> int:
             total += int(np.prod(a)) * int(np.prod(b[1:]))
         elif node.op_type == "MatMul":    # (..., n, k) @ (..., k, m) -> (..., n, m)
             total += int(np.prod(y)) * int(a[-1])
-        else:                             # Gemm: (n, k) -> (n, m), A maybe transposed
+        elif node.op_type == "Gemm":      # (n, k) -> (n, m), A maybe transposed
             total += int(np.prod(y)) * int(a[0] if attrs.get("transA", 0) else a[1])
+        else:     # X (seq, batch, in) or batch first; W (dirs, gates x hidden, in); R (.., hidden)
+            dirs, rows, inner = (int(d) for d in b)
+            total += int(np.prod(a[:2])) * dirs * rows * (inner + rows // GATES[node.op_type])
     return total
 
 

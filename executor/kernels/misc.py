@@ -95,7 +95,7 @@ class Trilu:
         else:
             drop = ~np.tri(n, m, k, dtype=bool)  # keep j - i <= k
         np.copyto(y, x)
-        np.copyto(y, 0, where=drop)
+        np.copyto(y, y.dtype.type(0), where=drop)  # a Python 0 does not cast to bool
 
 
 # ------------------------------------------------------------------ Hardmax

@@ -37,6 +37,79 @@ def test_benchmark_quick_run_writes_json_and_table(tmp_path):
 
 
 
+def test_broader_model_against_each_usable_target_with_a_contended_run(tmp_path):
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--quick",
+                           "--suite", "broader", "--broader-size", "small", "--only", "lstm",
+                           "--targets", "native,no-such-target", "--contended", "lstm",
+                           "--rounds", "3", "--min-seconds", "1",     # the neighbour's CPU time
+                           "--out", str(tmp_path)],                    # counts in 10 ms ticks
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    skipped = [line for line in proc.stdout.splitlines() if "no-such-target" in line]
+    assert skipped[0].startswith("target no-such-target skipped: CompileOptionError")
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["suites"] == ["broader"] and results["targets"] == ["native"]
+    assert "unknown target 'no-such-target'" in results["skipped_targets"]["no-such-target"]
+    (row,) = results["models"]
+    assert row["model"] == "lstm" and row["suite"] == "broader" and row["errors"] == {}
+    native = row["targets"]["native"]
+    assert native["compiled_for"] == results["target_info"]["native"].split()[0]
+    assert native["mode"] == "static" and native["aircc_ms"] > 0 and native["ratio"] > 0
+    assert native["fallback_nodes"] == sum(native["fallback_ops"].values())
+    assert set(native["fallback_ops"]) <= {"LSTM", "Gather", "MatMul"}
+    assert row["ratio"] == native["ratio"] and row["target"] == "native"      # the first target's
+    assert row["gmacs"] > 0 and native["aircc_gflops"] > 0 and row["onnxruntime_gflops"] > 0
+    assert results["geomean_ratio"] == {"broader": {"native": pytest.approx(native["ratio"])}}
+    (contended,) = results["contended"]
+    assert contended["model"] == "lstm"
+    assert contended["quiet"]["targets"]["native"]["ratio"] > 0
+    assert contended["contended"]["targets"]["native"]["aircc_ms"] > 0
+    assert contended["contended"]["onnxruntime_ms"] > 0
+    assert "while True: pass" in contended["neighbour"]["what"]
+    assert 0.2 < contended["neighbour"]["core_share"] <= 1.05          # it did take a core
+    assert row["others_cpu_cores"] >= 0                                # what other processes took
+    assert contended["contended"]["others_cpu_cores"] > 0.2             # the neighbour among them
+    table = (tmp_path / "results.md").read_text()
+    assert "### The broader suite" in table and "| lstm | static |" in table
+    assert "Skipped: no-such-target" in table and "| fallback nodes |" in table
+    assert "Geometric mean ratio over the broader suite:" in table
+    assert "Contended: a separate Python process" in table and "| lstm | native |" in table
+
+
+def _timed_target(ms: float, ratio: float, fallback: dict) -> dict:
+    return {"aircc_ms": ms, "ratio": ratio, "aircc_gflops": 10.0, "host_us_per_inference": 5.0,
+            "peak_device_bytes": 1 << 20, "compile_s": 0.1, "mode": "static",
+            "fallback_nodes": sum(fallback.values()), "fallback_ops": fallback}
+
+
+def test_table_has_a_column_set_per_target_failures_and_the_contended_run():
+    report = _bench_module("report")
+    a, b = _timed_target(2.0, 2.0, {"LSTM": 2}), _timed_target(1.0, 1.0, {})
+    row = {"model": "lstm", "suite": "broader", "onnxruntime_ms": 1.0, "gmacs": 0.01,
+           "onnxruntime_gflops": 20.0, "others_cpu_cores": 0.03, "errors": {},
+           "targets": {"native": a, "dnnl": b}, **a}
+    failed = {"model": "unet", "suite": "broader", "errors": {"dnnl": "KernelError: node 'x' (op Resize) failed"}}
+    results = {"machine": {"cpu": "cpu", "cpus": 2, "python": "3", "numpy": "2", "onnxruntime": "1"},
+               "rounds": 1, "targets": ["native", "dnnl"],
+               "target_info": {"native": "cpu-avx2 (...)", "dnnl": "dnnl-avx2 (...)"},
+               "skipped_targets": {"cpu-x": "CompileOptionError: unknown target 'cpu-x'"},
+               "models": [row, failed], "geomean_ratio": {"broader": {"native": 2.0, "dnnl": 1.0}},
+               "contended": [{"model": "lstm", "quiet": row, "contended": {**row, "onnxruntime_ms": 3.0},
+                              "neighbour": {"what": "a spinner", "core_share": 0.9}}]}
+    table = report.markdown(results)
+    assert "| model | mode | aircc native ms | aircc dnnl ms | onnxruntime ms | ratio native | ratio dnnl |" in table
+    assert "| lstm | static | 2.00 | 1.00 | 1.00 | 2.00 | 1.00 |" in table
+    assert "| native 2 (LSTM 2); dnnl 0 | 0.03 |" in table
+    assert "Geometric mean ratio over the broader suite: native 2.00, dnnl 1.00" in table
+    assert "- unet [dnnl]: KernelError: node 'x' (op Resize) failed" in table
+    assert "Skipped: cpu-x (CompileOptionError: unknown target 'cpu-x')." in table
+    assert "| lstm | native | 2.00 | 2.00 | 1.00 | 3.00 | 2.00 | 2.00 | 0.03 | 0.90 |" in table
+    line = report.row_line(row, 200.0)
+    assert "native     2.00 ms ratio  2.00 fallback 2" in line and "(GEMM 200)" in line
+    assert report.row_line(failed, 200.0) is None
+
+
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -138,6 +211,36 @@ def test_multiply_adds_counts_conv_matmul_gemm_from_the_feeds_shapes():
     matmul = (n * 4) * 64 * 16
     gemm = 32 * (n * 4) * 16
     assert work.multiply_adds(model, {"x": (n, 4, 4, 4)}) == conv + convt + matmul + gemm
+
+
+def test_multiply_adds_counts_recurrent_gates_depthwise_convs_and_attention_products():
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n) for n, s in
+            (("lw", (1, 16, 3)), ("lr", (1, 16, 4)), ("gw", (2, 12, 4)), ("gr", (2, 12, 4)),
+             ("dw", (6, 1, 3, 3)))]
+    nodes = [
+        helper.make_node("LSTM", ["x", "lw", "lr"], ["", "h"], hidden_size=4),        # Y omitted
+        helper.make_node("GRU", ["h", "gw", "gr"], ["g"], hidden_size=4, direction="bidirectional"),
+        helper.make_node("Conv", ["img", "dw"], ["d"], group=6, pads=[1, 1, 1, 1]),    # depthwise
+        helper.make_node("MatMul", ["q", "k"], ["s"]),                                  # scores
+    ]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "work", [helper.make_tensor_value_info("x", f, [5, 2, 3]),
+                        helper.make_tensor_value_info("img", f, [1, 6, 8, 8]),
+                        helper.make_tensor_value_info("q", f, [2, 4, 7, 16]),
+                        helper.make_tensor_value_info("k", f, [2, 4, 16, 7])],
+        [helper.make_tensor_value_info(n, f, None) for n in ("g", "d", "s")], init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    lstm = 5 * 2 * 16 * (3 + 4)           # every step: 4 gates x 4 hidden over input + hidden
+    gru = 1 * 2 * 2 * 12 * (4 + 4)        # the LSTM's last state (1 step, batch 2), both ways
+    depthwise = 6 * 8 * 8 * 9
+    scores = 2 * 4 * 7 * 7 * 16
+    shapes = {"x": (5, 2, 3), "img": (1, 6, 8, 8), "q": (2, 4, 7, 16), "k": (2, 4, 16, 7)}
+    assert _work().multiply_adds(model, shapes) == lstm + gru + depthwise + scores
 
 
 def test_multiply_adds_refuses_a_count_with_unknown_shapes():

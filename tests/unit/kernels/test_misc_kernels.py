@@ -43,3 +43,12 @@ def test_onehot_trilu_hardmax():
             check("Trilu", inputs, {"upper": upper}, opset=14)
     check("Hardmax", [np.round(rand(3, 4, 5))], opset=13)
     check("Hardmax", [rand(3, 4, 5)], {"axis": 1}, opset=13)
+
+
+def test_trilu_of_a_bool_mask():
+    """A causal mask as exporters write it: ``torch.triu`` of a bool tensor."""
+    mask = np.ones((2, 5, 6), bool)
+    for k in (None, 1, -1):
+        for upper in (0, 1):
+            inputs = [mask] if k is None else [mask, np.array(k, np.int64)]
+            check("Trilu", inputs, {"upper": upper}, opset=14)

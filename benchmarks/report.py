@@ -1,0 +1,163 @@
+"""The benchmark's results as markdown: one table per suite (every target's latency, ratio
+and GFLOP/s beside onnxruntime's), the geometric means, the failures, the contended run,
+compile scaling and load time."""
+from __future__ import annotations
+
+SUITE_TITLES = {"light": "the light models", "samples": "the samples", "broader": "the broader suite"}
+
+
+def row_line(r: dict, gemm: float) -> str | None:
+    """One row as the benchmark prints it while it runs (None for a row not timed)."""
+    if "targets" not in r:
+        return None
+    parts = [f"{r['model']:<24} {r['mode']:<8} ort {r['onnxruntime_ms']:8.2f} ms"]
+    for name, t in r["targets"].items():
+        fb = f" fallback {t['fallback_nodes']}" if t["fallback_nodes"] else ""
+        parts.append(f"{name} {t['aircc_ms']:8.2f} ms ratio {t['ratio']:5.2f}{fb}")
+    if r.get("gmacs"):
+        parts.append("GFLOP/s ort {:.0f}, {} (GEMM {:.0f})".format(r["onnxruntime_gflops"], ", ".join(
+            f"{name} {t['aircc_gflops']:.0f}" for name, t in r["targets"].items()), gemm))
+    if r.get("others_cpu_cores") is not None:
+        parts.append(f"other processes {r['others_cpu_cores']:.2f} cores")
+    return "  ".join(parts)
+
+
+def _machine_line(results: dict) -> str:
+    m = results["machine"]
+    return (f"Machine: {m['cpu']}, {m['cpus']} CPUs, Python {m['python']}, numpy {m['numpy']} "
+            f"(OpenBLAS kernels {m.get('blas_kernels', 'unknown')}; float32 GEMM "
+            f"{m.get('gemm_gflops', 0):.0f} GFLOP/s at 1024^3), onnxruntime {m['onnxruntime']}; "
+            f"{results['rounds']} rounds, each a block of at least {results.get('min_block', 2)} timed "
+            f"runs of each engine after one untimed (fast models more, until "
+            f"{results.get('min_seconds', 0):g} s of timed runs, up to {results.get('max_block', 400)}), "
+            f"each block started with the other engines' threads idle; medians; "
+            + (f"device workers and the host thread on CPU {','.join(map(str, results['device_cpus']))}."
+               if results.get("device_cpus") else "nothing pinned."))
+
+
+def _targets_line(results: dict) -> str | None:
+    info, skipped = results.get("target_info") or {}, results.get("skipped_targets") or {}
+    if not info and not skipped:
+        return None
+    line = "Targets: " + "; ".join(f"{name}: {what}" for name, what in info.items()) + "."
+    if skipped:
+        line += " Skipped: " + "; ".join(f"{name} ({why})" for name, why in skipped.items()) + "."
+    return line
+
+
+def _fallback(t: dict) -> str:
+    ops = t.get("fallback_ops") or {}
+    return f"{t['fallback_nodes']} ({', '.join(f'{op} {n}' for op, n in ops.items())})" if ops else "0"
+
+
+def _cores(row: dict) -> str:
+    return f"{row['others_cpu_cores']:.2f}" if row.get("others_cpu_cores") is not None else "-"
+
+
+def _table(rows: list[dict], targets: list[str]) -> list[str]:
+    many = len(targets) > 1
+
+    def label(what: str, t: str) -> str:
+        return f"{what} {t}" if many else what
+
+    header = (["model", "mode"] + [label("aircc", t) + " ms" for t in targets] + ["onnxruntime ms"]
+              + [label("ratio", t) for t in targets]
+              + ["host us/inference", "peak device MB", "compile s", "GMAC"]
+              + [label("aircc", t) + " GFLOP/s" for t in targets]
+              + ["onnxruntime GFLOP/s", "fallback nodes", "other processes' CPU"])
+    lines = ["| " + " | ".join(header) + " |",
+             "| --- | --- |" + " ---: |" * (len(header) - 4) + " --- | ---: |"]
+    for r in rows:
+        if "ratio" not in r:
+            continue
+        ts = [r.get("targets", {}).get(t) for t in targets] if "targets" in r else [r]
+        cells = [r["model"], r["mode"]]
+        cells += [f"{t['aircc_ms']:.2f}" if t else "-" for t in ts] + [f"{r['onnxruntime_ms']:.2f}"]
+        cells += [f"{t['ratio']:.2f}" if t else "-" for t in ts]
+        cells += [f"{r['host_us_per_inference']:.0f}", f"{r['peak_device_bytes'] / (1 << 20):.1f}",
+                  f"{r['compile_s']:.2f}", f"{r['gmacs']:.3f}" if r.get("gmacs") else "-"]
+        cells += [f"{t['aircc_gflops']:.0f}" if t and r.get("gmacs") else "-" for t in ts]
+        cells.append(f"{r['onnxruntime_gflops']:.0f}" if r.get("gmacs") else "-")
+        cells.append("; ".join((f"{t} " if many else "") + _fallback(x)
+                               for t, x in zip(targets, ts) if x and "fallback_nodes" in x) or "-")
+        cells.append(_cores(r))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _contended(results: dict) -> list[str]:
+    rows = [c for c in results.get("contended", []) if "contended" in c]
+    if not rows:
+        return []
+    lines = ["", "Contended: " + rows[0]["neighbour"]["what"] + "; each model timed quiet, then "
+             "again with the neighbour running.", "",
+             "| model | target | aircc ms quiet | aircc ms contended | onnxruntime ms quiet "
+             "| onnxruntime ms contended | ratio quiet | ratio contended | other processes' CPU quiet "
+             "| neighbour's share of a core |",
+             "| --- | --- |" + " ---: |" * 8]
+    for c in rows:
+        q, b = c["quiet"], c["contended"]
+        for t in q.get("targets", {}):
+            if t not in b.get("targets", {}):
+                continue
+            tq, tb = q["targets"][t], b["targets"][t]
+            lines.append(f"| {c['model']} | {t} | {tq['aircc_ms']:.2f} | {tb['aircc_ms']:.2f} | "
+                         f"{q['onnxruntime_ms']:.2f} | {b['onnxruntime_ms']:.2f} | {tq['ratio']:.2f} | "
+                         f"{tb['ratio']:.2f} | {_cores(q)} | {c['neighbour']['core_share']:.2f} |")
+    return lines
+
+
+def _scaling(results: dict) -> list[str]:
+    rows = results["compile_scaling"]
+    series = list(dict.fromkeys(c["series"] for c in rows))
+    streams: dict[str, int] = {}
+    for c in rows:
+        streams[c["series"]] = max(streams.get(c["series"], 0), c["streams"])
+    lines = ["", "| synthetic nodes | " + " | ".join(
+        f"compile s, {name} ({streams[name]} stream{'s' * (streams[name] > 1)})"
+        for name in series) + " |", "| ---: |" + " ---: |" * len(series)]
+    by_nodes: dict[int, dict] = {}
+    for c in rows:
+        by_nodes.setdefault(c["nodes"], {})[c["series"]] = c["compile_s"]
+    for nodes, times in by_nodes.items():
+        lines.append(f"| {nodes} | " + " | ".join(
+            f"{times[name]:.2f}" if name in times else "-" for name in series) + " |")
+    exponents = results.get("compile_growth_exponent") or {}
+    if exponents:
+        lines += ["", "Compile time grows as " + ", ".join(
+            f"nodes^{e:.2f} on {name}" for name, e in exponents.items())
+            + " (least-squares slopes on log-log axes; 1 is linear)."]
+    return lines
+
+
+def markdown(results: dict) -> str:
+    """The results of ``run.py`` as the markdown that ``results.md`` holds."""
+    lines = [_machine_line(results)]
+    if (targets_line := _targets_line(results)) is not None:
+        lines += ["", targets_line]
+    targets = results.get("targets") or ["native"]
+    models = results["models"]
+    for suite in dict.fromkeys(r.get("suite") for r in models):
+        rows = [r for r in models if r.get("suite") == suite]
+        if suite:
+            lines += ["", f"### {SUITE_TITLES.get(suite, suite).capitalize()}"]
+        lines += [""] + _table(rows, targets)
+        means = (results.get("geomean_ratio") or {}).get(suite or "", {})
+        if suite == "light" and not means and results.get("light_geomean_ratio"):
+            means = {targets[0]: results["light_geomean_ratio"]}
+        if means:
+            lines += ["", f"Geometric mean ratio over {SUITE_TITLES.get(suite, suite)}: " + ", ".join(
+                f"{m:.2f}" if len(means) == 1 else f"{t} {m:.2f}" for t, m in means.items())]
+        failed = [(r["model"], t, e) for r in rows for t, e in (r.get("errors") or {}).items()]
+        if failed:
+            lines += ["", "Failed:"] + [f"- {m} [{t}]: {e}" for m, t, e in failed]
+    if not models and results.get("light_geomean_ratio"):
+        lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
+    lines += _contended(results)
+    if results.get("compile_scaling"):
+        lines += _scaling(results)
+    if results.get("load"):
+        ld = results["load"]
+        lines += ["", f"Loading a .om with {ld['weights_mb']} MB of weights: "
+                      f"{1e3 * ld['load_s_median']:.0f} ms (median of 5)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,56 @@
+"""Which compile targets the benchmark can time here, and which nodes of a compiled
+model run on the fallback kernel."""
+from __future__ import annotations
+
+from collections import Counter
+
+import onnx
+
+import aircc
+from aircc.compiler.driver import CompileOptions, compile_model
+from aircc.errors import CompileOptionError, TargetUnavailableError
+from aircc.ops import device as device_dialect, kernel_backend, resolve_target
+
+
+def _probe_model() -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def usable_targets(names: list[str], device=None) -> tuple[dict[str, str], dict[str, str]]:
+    """(target -> what it is, for those this machine can compile for and load;
+    target -> why not, for the others), in the order of ``names``."""
+    usable, skipped = {}, {}
+    for name in names:
+        try:
+            compiled = compile_model(_probe_model(), CompileOptions(target=name))
+            aircc.load(compiled.om, device=device).close()
+            usable[name] = resolve_target(compiled.report["target"]).describe()
+        except (CompileOptionError, TargetUnavailableError) as e:
+            skipped[name] = f"{type(e).__name__}: {e}"
+            print(f"target {name} skipped: {skipped[name]}", flush=True)
+    return usable, skipped
+
+
+def fallback_ops(compiled) -> dict[str, int]:
+    """Op type -> count of the optimised graph's nodes that run on the fallback kernel
+    (onnx's reference op): those the compiler marked so, and those of ops the target's
+    kernel backend has no kernel of its own for."""
+    backend = kernel_backend(resolve_target(compiled.report["target"]).backend)
+    ops: Counter = Counter()
+    for node in compiled.graph.walk():
+        if node.domain == device_dialect.DOMAIN:          # the device's own dialect
+            continue
+        if node.meta.get("impl") == "fallback":
+            ops[node.op] += 1
+            continue
+        try:
+            native = backend.impl(node.op, node.version or None, node.domain).native
+        except aircc.UnsupportedOpError:                  # run by the runtime itself
+            continue
+        ops[node.op] += not native
+    return {op: n for op, n in sorted(ops.items()) if n}
