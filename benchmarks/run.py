@@ -27,9 +27,9 @@ in a full run) times models again with a busy neighbour process spinning on a co
 time against graph size and the load time of a .om with 90 MB of weights
 (``scaling.py``); ``results.svg`` plots the ratios and the compile scaling (``plot.py``).
 Host time per inference is the host thread's CPU time in the run call (not the wait
-for the device).  By default the device's stream workers run on CPU 0, and so does the
-host thread while it times runs (both engines are called from it); the BLAS and
-onnxruntime pools are not pinned.  ``--device-cpus none`` leaves all unpinned.
+for the device).  Nothing is pinned by default; with ``--device-cpus 0`` the device's
+stream workers run on CPU 0, and so does the host thread while it times runs (both
+engines are called from it), and a oneDNN target then runs one OpenMP thread.
 """
 from __future__ import annotations
 
@@ -338,9 +338,10 @@ def main(argv=None) -> int:
                     help="also time these models (default resnet50; a full run does) quiet and "
                          "then beside a busy process spinning on a core")
     ap.add_argument("--out", default=HERE, help="directory for results.json, results.md and results.svg")
-    ap.add_argument("--device-cpus", default="0", metavar="LIST",
+    ap.add_argument("--device-cpus", default="none", metavar="LIST",
                     help="CPUs of the device's stream workers, and of the host thread while it "
-                         "times runs (default 0; 'none': not pinned)")
+                         "times runs (default 'none': not pinned; a oneDNN target pinned to "
+                         "fewer CPUs runs that many threads)")
     args = ap.parse_args(argv)
     suites = [s for s in args.suite.split(",") if s]
     if unknown := set(suites) - set(SUITES):

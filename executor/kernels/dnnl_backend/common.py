@@ -13,6 +13,7 @@ which (``backend``).
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict
 from typing import Callable, Optional
@@ -22,7 +23,8 @@ import numpy as np
 from aircc.executor.device import threads
 from aircc.executor.kernels.dnnl.attr import Eltwise
 from aircc.executor.kernels.dnnl.enums import Arg
-from aircc.executor.kernels.dnnl.library import DnnlError, DnnlUnimplemented, using_threads
+from aircc.executor.kernels.dnnl.library import (DnnlError, DnnlUnimplemented, set_threads,
+                                                 using_threads)
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.ops import KernelImpl, TensorType, kernel_backend
@@ -172,14 +174,36 @@ def numpy_activation(attrs: dict, outs: list):
     return lambda: impl.kernel([y], [y], params, tiling, None)
 
 
+_tls = threading.local()
+
+
+def apply_threads() -> None:
+    """Give the calling thread's OpenMP team aircc's thread count, within the CPUs the
+    thread may run on (a device pinned to fewer CPUs gets fewer threads, not more threads
+    than cores); once per thread and per change of the setting."""
+    n = threads.threads()
+    generation = threads.generation()
+    if getattr(_tls, "generation", None) != generation:
+        set_threads(max(1, min(n, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                               else n)))
+        _tls.generation = generation
+
+
 def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
-    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``."""
+    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``; the call runs
+    with the calling thread's OpenMP count set first (:func:`apply_threads`)."""
     need = pd.scratchpad_size
     if need:
         if ws is None or ws.nbytes < need:
             ws = np.empty(need, np.uint8)        # a machine whose library wants more
         args = {**args, Arg.scratchpad: ws}
-    return pd.bind(args, threads=threads.threads())
+    bound = pd.bind(args)
+
+    def run(ensure=apply_threads):
+        ensure()
+        bound()
+    run.bound = bound
+    return run
 
 
 def dnnl_or_twin(op: str, since: int, domain: str = ""):
