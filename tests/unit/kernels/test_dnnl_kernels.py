@@ -19,7 +19,8 @@ def run(backend, op: str, ins: list, attrs: dict, out_shapes: list, since: int =
         bound: bool = True):
     """Outputs and tiling of ``op`` on ``backend``: tiled, then bound once (``prepare``) and
     run, or run through ``kernel``."""
-    impl = layout.adapt_kernel(backend.impl(op, since), attrs)
+    domain = "aircc" if op == "Attention" else ""
+    impl = layout.adapt_kernel(backend.impl(op, since, domain), attrs)
     types = [None if x is None else TensorType.of(x) for x in ins]
     tiling = impl.tile(types, attrs, TARGET)
     ws = np.zeros(max(1, int(tiling.get("workspace", 0))), np.uint8)
@@ -184,3 +185,16 @@ def test_instance_norm_channels_last_matches_numpy_channels_first():
     got, _ = run(DNNL, "InstanceNormalization", [nhwc(x), s, b],
                  {"epsilon": 1e-5, CHANNELS_LAST: 1}, [to_last(x.shape)], 6)
     np.testing.assert_allclose(np.moveaxis(got[0], -1, 1), want[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("seq_in,seq_out", [(0, 0), (1, 1), (0, 1)])
+@pytest.mark.parametrize("mask", [None, "per-key", "per-query-and-key"])
+@pytest.mark.parametrize("s", [16, 5])
+def test_attention_matches_numpy(seq_in, seq_out, mask, s):
+    b, e, h = 2, 64, 4
+    mask_shape = {None: None, "per-key": (b, 1, 1, s), "per-query-and-key": (s, s)}[mask]
+    x = f32(s, b, e) if seq_in else f32(b, s, e)
+    ins = [x, f32(e, 3 * e) * 0.2, f32(3 * e)] + ([f32(*mask_shape)] if mask_shape else [])
+    attrs = {"heads": h, "base2": 1, "seq_first_in": seq_in, "seq_first_out": seq_out}
+    out = (s, b, h, e // h) if seq_out else (b, s, h, e // h)
+    same("Attention", ins, attrs, [out], 1, rtol=1e-4, atol=1e-5)
