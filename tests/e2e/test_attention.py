@@ -5,7 +5,9 @@
 - the fused encoder matches onnxruntime, with both attention layers fused and the
   head reshapes / K^T transpose / scores gone;
 - a block whose Q is also read elsewhere, or whose heads differ, stays as it was;
-- the kernel, bound or not, matches a float64 reference for each mask form.
+- the kernel, bound or not, matches a float64 reference for each mask form, for each
+  layout of its input and output (batch- or sequence-first), and with the NaN guard
+  (a row of -inf scores gives zeros, as PyTorch's Where(IsNaN(p), 0, p) has it).
 """
 from __future__ import annotations
 
@@ -125,7 +127,9 @@ def test_attention_fuses_only_a_whole_block(variant, fused, device):
         np.testing.assert_allclose(got[o.name], r, rtol=1e-5, atol=1e-6, err_msg=o.name)
 
 
-def _reference(x, w, b, mask, heads):
+def _reference(x, w, b, mask, heads, nan_guard=False):
+    """The context [B, S, H, D] in float64 (x [B, S, E]); ``nan_guard``: NaN probabilities
+    (rows of -inf scores) count as 0."""
     x, w, b = (a.astype(np.float64) for a in (x, w, b))
     bs, s, e = x.shape
     d = w.shape[1] // 3 // heads
@@ -134,8 +138,11 @@ def _reference(x, w, b, mask, heads):
     scores = q @ k.swapaxes(-1, -2)
     if mask is not None:       # added in float32, as every engine does (-1e4 + s rounds s)
         scores = (scores.astype(np.float32) + mask).astype(np.float64)
-    p = np.exp(scores - scores.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+    if nan_guard:
+        p[np.isnan(p)] = 0
     return (p @ v).transpose(0, 2, 1, 3)
 
 
@@ -186,6 +193,55 @@ def test_attention_kernel_matches_a_float64_reference(bs, s, mask_kind, bound, b
     np.testing.assert_allclose(y, _reference(x, w, b, mask, heads), rtol=2e-5, atol=tol)
 
 
+def _masks(kind: str, bs: int, heads: int, s: int, rng) -> np.ndarray:
+    """Masks as the exporters build them: causal [S, S] with -inf (torch.nn's
+    generate_square_subsequent_mask), per head [B, H, S, S] (MultiheadAttention's merged
+    masks), a key padding row of finfo.min with one sample's keys all -inf."""
+    if kind == "causal":
+        return np.triu(np.full((s, s), -np.inf, np.float32), 1)
+    if kind == "heads":
+        return (rng.standard_normal((bs, heads, s, s)) * 3).astype(np.float32)
+    keys = np.where(rng.random((bs, 1, 1, s)) < 0.3, np.finfo(np.float32).min, 0).astype(np.float32)
+    keys[-1] = -np.inf                  # every key of the last sample masked: NaN rows
+    return keys
+
+
+@pytest.mark.parametrize("seq_first_in, seq_first_out", [(0, 0), (1, 1), (0, 1), (1, 0)])
+@pytest.mark.parametrize("bs, s, mask_kind", [(2, 5, "causal"), (2, 70, "causal"), (3, 40, "heads"),
+                                               (2, 70, "padded")])
+@pytest.mark.parametrize("bound", [False, True])
+def test_attention_kernel_layouts_masks_and_nan_guard_match_a_float64_reference(
+        seq_first_in, seq_first_out, bs, s, mask_kind, bound):
+    """X [B, S, E] or [S, B, E], the context [B, S, H, D] or [S, B, H, D], as
+    torch.nn.MultiheadAttention's exports read and write them; with the NaN guard a
+    sample whose keys are all -inf gets a zero context."""
+    rng = np.random.default_rng(bs * 1000 + s)
+    heads, e = 3, 12
+    x = rng.standard_normal((bs, s, e)).astype(np.float32)
+    w = (rng.standard_normal((e, 3 * e)) * 0.4).astype(np.float32)
+    b = (rng.standard_normal(3 * e) * 0.1).astype(np.float32)
+    mask = _masks(mask_kind, bs, heads, s, rng)
+    guard = mask_kind == "padded"
+    attrs = {"heads": heads, "seq_first_in": seq_first_in, "seq_first_out": seq_first_out,
+             **({"nan_guard": 1} if guard else {})}
+    ins = [np.ascontiguousarray(x.transpose(1, 0, 2)) if seq_first_in else x, w, b, mask]
+    tiling = ATTENTION.tile([TensorType.of(a) for a in ins], attrs, TARGET)
+    ws = np.empty(tiling["workspace"], np.uint8)
+    y = np.full((s, bs, heads, e // heads) if seq_first_out else (bs, s, heads, e // heads), np.nan, np.float32)
+    if bound:
+        run = ATTENTION.prepare(ins, [y], attrs, tiling, ws, [False, True, True, False])
+        run()
+        y[...] = np.nan
+        run()
+    else:
+        ATTENTION.kernel(ins, [y], attrs, tiling, ws)
+    want = _reference(x, w, b, mask, heads, nan_guard=guard)
+    got = y.transpose(1, 0, 2, 3) if seq_first_out else y
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    if guard:
+        assert not np.isnan(got).any() and np.all(got[-1] == 0)
+
+
 def test_attention_shape_rule_rejects_what_it_cannot_run():
     from aircc.errors import ShapeInferenceError
 
@@ -200,6 +256,9 @@ def test_attention_shape_rule_rejects_what_it_cannot_run():
         infer([("B", "S", 7), (8, 24), (24,)], 2)
     with pytest.raises(ShapeInferenceError, match="cannot be broadcast"):
         infer([(2, 3, 8), (8, 24), (24,), (2, 1, 1, 4)], 2)
+    seq_first = InferContext([TensorType("float32", s) for s in [("S", "B", 8), (8, 24), (24,), ("S", "S")]],
+                             {"heads": 2, "seq_first_in": 1, "seq_first_out": 1}, [None] * 4, "n", "Attention")
+    assert op_def("Attention", 1, "aircc").infer(seq_first)[0].shape == ("S", "B", 2, 4)
 
 
 @pytest.mark.parametrize("offset", [0.0, 80.0])
