@@ -16,17 +16,14 @@ as opset-6 attributes ``min`` / ``max``).
 """
 from __future__ import annotations
 
+from aircc.ops.epilogues import ACTIVATIONS
+
 from ..context import CompileContext
 from ..ir.graph import Graph, Node
 from .base import compile_pass
 
 FUSABLE = ("Conv", "MatMul")
 RELU_ONLY = ("BatchNormalization",)     # fuse a following Relu, no Add
-#: Activations a kernel with the ``fused_activation`` epilogue takes, with the attributes
-#: (and their ONNX defaults) that say which one.
-ACTIVATIONS = {"HardSwish": {}, "Sigmoid": {}, "Tanh": {}, "LeakyRelu": {"alpha": 0.01},
-               "HardSigmoid": {"alpha": 0.2, "beta": 0.5}, "Elu": {"alpha": 1.0},
-               "Gelu": {"approximate": "none"}}
 
 
 def _activation(graph: Graph, node: Node, value: str) -> dict | None:
@@ -49,7 +46,7 @@ def _activation(graph: Graph, node: Node, value: str) -> dict | None:
             else:
                 bounds[key] = default
         return {"op": "Clip", "attrs": bounds}
-    if node.op not in ACTIVATIONS or len(node.inputs) != 1:
+    if node.op not in ACTIVATIONS or node.op == "Clip" or len(node.inputs) != 1:
         return None
     return {"op": node.op, "attrs": {k: node.attrs.get(k, d) for k, d in ACTIVATIONS[node.op].items()}}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from aircc.ops.epilogues import check_activation
 from aircc.ops.registry import InferContext, define
 from aircc.ops.shapes import check_window_attrs, is_int, window_attrs, window_out_dims
 from aircc.ops.types import Dim, TensorType
@@ -39,6 +40,7 @@ def window_params(x_shape: Sequence[Dim], w_shape: Sequence[Dim], attrs: dict) -
 @define("Conv", 1, engine="cube")
 def conv(ctx: InferContext) -> list[TensorType]:
     """N-D convolution with groups, dilations, strides, pads / auto_pad and optional bias."""
+    check_activation(ctx)
     xt, wt = ctx.input_type(0), ctx.input_type(1)
     xs, ws = ctx.input_shape(0), ctx.input_shape(1)
     layout = ctx.attrs.get("weight_layout", OIHW)

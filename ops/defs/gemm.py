@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from aircc.ops.epilogues import check_activation
 from aircc.ops.registry import InferContext, define
 from aircc.ops.shapes import broadcast_shapes, is_int
 from aircc.ops.types import TensorType
@@ -30,6 +31,7 @@ def permuted_shape(ctx: InferContext, shape: tuple, perm: Optional[Sequence[int]
 @define("MatMul", 1, engine="cube")
 def matmul(ctx: InferContext) -> list[TensorType]:
     """numpy.matmul of the operands seen through ``perm_a`` / ``perm_b``, written through ``perm_y``."""
+    check_activation(ctx)
     at, bt = ctx.input_type(0), ctx.input_type(1)
     if at.dtype != bt.dtype:
         ctx.fail(f"operand types differ: {at.dtype} vs {bt.dtype}")

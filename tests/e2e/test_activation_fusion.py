@@ -54,3 +54,27 @@ def test_an_activation_fuses_into_a_dnnl_kernel_and_matches_onnxruntime(op, prot
     for compiled in (fused, plain):
         with aircc.load(compiled, device=device) as m:
             np.testing.assert_allclose(m.run(feeds)["y"], want, rtol=1e-4, atol=2e-5)
+
+
+def test_a_fused_activation_aircc_does_not_know_is_refused_by_name(device):
+    """A file whose fused_activation is not one of aircc's is refused when it loads (static)
+    or when the node's shape is inferred (dynamic): the error names it."""
+    import copy
+
+    from test_om_contract import forge
+    from aircc.errors import ModelFormatError, ShapeInferenceError
+    from aircc.formats import OmFile
+
+    proto = conv_then("HardSwish")
+    for mode in ("static", "dynamic"):
+        om = aircc.compile(proto, target="dnnl-avx2", mode=mode).om
+        sections = copy.deepcopy(om.sections)
+        nodes = (sections["exec_graph"]["nodes"] if mode == "dynamic"
+                 else [t for tl in sections["tasks"]["lists"] for t in tl if t["kind"] == "kernel"])
+        node = next(n for n in nodes if "fused_activation" in n["attrs"])
+        node["attrs"]["fused_activation"] = {"op": "Swish", "attrs": {}}
+        forged = forge(OmFile(om.mode, sections, om.weights))
+        error = ModelFormatError if mode == "static" else ShapeInferenceError
+        with pytest.raises(error, match="fused_activation .*Swish.* is not one of Clip"):
+            with aircc.load(forged, device=device) as m:
+                m.run({"x": np.zeros((2, 8, 12, 12), np.float32)})
