@@ -23,9 +23,9 @@ from .base import PASSES, PassInfo
 
 DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "resolve-shape-values", "fold-constants", "fold-batchnorm",
-                    "pull-matmul-scales", "mask-fill-to-add", "fuse-add-softmax", "fuse-epilogues", "push-matmul-scale",
+                    "pull-matmul-scales", "mask-fill-to-add", "fuse-add-softmax", "fuse-gelu", "fuse-epilogues", "push-matmul-scale",
                     "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "sink-expand", "push-bn-scale",
-                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-gelu", "fuse-elementwise", "pack-weights", "plan-layouts", "dce", "infer-shapes"]
+                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-elementwise", "pack-weights", "plan-layouts", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> PassInfo:

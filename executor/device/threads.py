@@ -6,7 +6,10 @@ machine fight each other, and a spinning idle thread starves its neighbour.  One
 number governs them all (:func:`threads`): ``aircc.set_threads(n)``, ``airrun
 --threads N``, ``$AIRCC_THREADS``; by default the CPUs this process may use.
 
-- numpy's OpenBLAS gets ``n`` threads (``openblas_set_num_threads``);
+- numpy's OpenBLAS gets ``n`` threads (``openblas_set_num_threads``), or one once an
+  OpenMP-based backend is in use (:func:`openmp_in_use`): its idle threads spin for a
+  tenth of a second after every product and would take the cores OpenMP's team needs
+  next (a 1.3 ms oneDNN matmul took 3-5x longer right after a numpy one);
 - an OpenMP-based kernel backend sets ``n`` in each stream worker before it runs a
   kernel there (its OpenMP count is per calling thread): it compares
   :func:`generation` with the one it last applied;
@@ -26,6 +29,7 @@ from aircc.errors import ConfigError
 _lock = threading.Lock()
 _threads: int | None = None
 _generation = 0
+_openmp = False
 
 #: numpy's OpenBLAS thread-count setters, by the names its builds export.
 _OPENBLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
@@ -64,8 +68,19 @@ def set_threads(n: int | None) -> int:
         if value != _threads:
             _threads = value
             _generation += 1
-            _set_openblas(value)
+            _set_openblas(1 if _openmp else value)
     return value
+
+
+def openmp_in_use() -> None:
+    """An OpenMP-based kernel backend runs kernels in this process: numpy's OpenBLAS gets
+    one thread from now on (see the module doc)."""
+    global _openmp
+    threads()                     # the setting is made (and applied) first
+    with _lock:
+        if not _openmp:
+            _openmp = True
+            _set_openblas(1)
 
 
 def worker_cpus() -> frozenset[int] | None:

@@ -27,8 +27,11 @@ CHANNELS_LAST_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalA
 
 
 def _load_kernels() -> None:
+    from aircc.executor.device.threads import openmp_in_use
+
     for name in KERNEL_MODULES:
         importlib.import_module(f"{__package__}.{name}")
+    openmp_in_use()
 
 
 def _unavailable() -> str | None:

@@ -75,15 +75,18 @@ class _Plan:
         k_strides = (q_strides[0], q_strides[1], 1, q_strides[2])       # K^T: [B, H, D, S]
         o_dims, o_strides = _out(b, s, h, d, seq_out)
         user = "user"
+        products = 2.0 * b * h * s * s * d
         self.qkv = cached_pd(key + ("qkv",), lambda: matmul(
             MemoryDesc.from_tag((rows, e), f, "ab"), MemoryDesc.from_tag((e, 3 * h * d), f, "ab"),
             MemoryDesc.from_tag((rows, 3 * h * d), f, "ab"),
-            MemoryDesc.from_tag((1, 3 * h * d), f, "ab"), attr=Attr((), scratchpad=user)))
+            MemoryDesc.from_tag((1, 3 * h * d), f, "ab"), attr=Attr((), scratchpad=user)),
+            2.0 * rows * e * 3 * h * d)
         def scores(post_ops: list) -> PrimitiveDesc:
             return cached_pd(key + ("scores", len(post_ops)), lambda: matmul(
                 MemoryDesc.from_strides(q_dims, f, q_strides),
                 MemoryDesc.from_strides((b, h, d, s), f, k_strides),
-                MemoryDesc.from_tag((b, h, s, s), f, "abcd"), attr=Attr(post_ops, scratchpad=user)))
+                MemoryDesc.from_tag((b, h, s, s), f, "abcd"), attr=Attr(post_ops, scratchpad=user)),
+                products)
         self.scores = scores(ops)
         if mask is not None:    # the mask as a post-op where oneDNN runs that fast, else added after
             with_mask = scores(ops + [Binary("add", self.mask_md)])
@@ -91,11 +94,11 @@ class _Plan:
                 self.scores, self.mask_arg = with_mask, post_op_arg(len(ops))
         self.softmax = cached_pd(key + ("softmax",), lambda: softmax(
             MemoryDesc.from_tag((b, h, s, s), f, "abcd"), MemoryDesc.from_tag((b, h, s, s), f, "abcd"),
-            3, attr=Attr((), scratchpad=user)))
+            3, attr=Attr((), scratchpad=user)), 8.0 * b * h * s * s)
         self.context = cached_pd(key + ("context",), lambda: matmul(
             MemoryDesc.from_tag((b, h, s, s), f, "abcd"),
             MemoryDesc.from_strides(q_dims, f, q_strides), MemoryDesc.from_strides(o_dims, f, o_strides),
-            attr=Attr((), scratchpad=user)))
+            attr=Attr((), scratchpad=user)), products)
         for pd in (self.qkv, self.scores, self.softmax, self.context):
             if pd.is_reference:
                 raise NotForDnnl(f"oneDNN has only its reference implementation ({pd.impl})")

@@ -41,16 +41,30 @@ class NotForDnnl(Exception):
     """This use of an op is left to the numpy twin (said why, for the tiling)."""
 
 
-def cached_pd(key: tuple, make: Callable[[], PrimitiveDesc]) -> PrimitiveDesc:
-    """The primitive descriptor for ``key``, made by ``make()`` the first time (with the
-    thread count kernels run with: implementations split their work when made)."""
+#: Below this much work (floating-point operations; 8 per element for an op that only
+#: streams memory) a primitive runs on one thread: waking the OpenMP team costs more.
+PARALLEL_WORK = 4e6
+
+
+def team_size(work: float) -> int:
+    """The OpenMP threads a primitive of ``work`` operations runs with."""
+    return threads.threads() if work >= PARALLEL_WORK else 1
+
+
+def cached_pd(key: tuple, make: Callable[[], PrimitiveDesc], work: float) -> PrimitiveDesc:
+    """The primitive descriptor for ``key``, made by ``make()`` the first time, with the
+    thread count it will run with (implementations split their work when made): all of
+    aircc's, or one for a small one (:func:`team_size` of ``work``)."""
+    n = team_size(work)
+    key = key + (n,)
     with _pd_lock:
         pd = _pds.get(key)
         if pd is not None:
             _pds.move_to_end(key)
             return pd
-    with using_threads(threads.threads()):
+    with using_threads(n):
         pd = make()
+    pd.team = n
     with _pd_lock:
         _pds[key] = pd
         while len(_pds) > PD_CACHE_SIZE:
@@ -177,30 +191,34 @@ def numpy_activation(attrs: dict, outs: list):
 _tls = threading.local()
 
 
-def apply_threads() -> None:
-    """Give the calling thread's OpenMP team aircc's thread count, within the CPUs the
-    thread may run on (a device pinned to fewer CPUs gets fewer threads, not more threads
-    than cores); once per thread and per change of the setting."""
-    n = threads.threads()
-    generation = threads.generation()
-    if getattr(_tls, "generation", None) != generation:
-        set_threads(max(1, min(n, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                               else n)))
-        _tls.generation = generation
+def worker_cpus() -> int:
+    """How many CPUs the calling thread may run on (a stream worker of a pinned device may
+    have fewer than the process): its OpenMP team is never larger."""
+    n = getattr(_tls, "cpus", None)
+    if n is None:
+        n = _tls.cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else threads.threads()
+    return n
 
 
 def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
-    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``; the call runs
-    with the calling thread's OpenMP count set first (:func:`apply_threads`)."""
+    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``; each call sets the
+    calling thread's OpenMP team to the size the primitive was made for (within the
+    thread's CPUs) when it is not so already."""
     need = pd.scratchpad_size
     if need:
         if ws is None or ws.nbytes < need:
             ws = np.empty(need, np.uint8)        # a machine whose library wants more
         args = {**args, Arg.scratchpad: ws}
     bound = pd.bind(args)
+    team = getattr(pd, "team", threads.threads())
+    state = _tls
 
-    def run(ensure=apply_threads):
-        ensure()
+    def run():
+        n = min(team, worker_cpus())
+        if getattr(state, "team", None) != n:
+            set_threads(n)
+            state.team = n
         bound()
     run.bound = bound
     return run

@@ -66,6 +66,13 @@ def post_ops(attrs: dict, dst: MemoryDesc, residual: bool, channels_last: bool) 
     return ops + activation_post_op(attrs)
 
 
+def _prod(values) -> int:
+    n = 1
+    for v in values:
+        n *= int(v)
+    return n
+
+
 def _key(kind: str, types: list, attrs: dict) -> tuple:
     shapes = tuple(None if t is None else (t.dtype, tuple(t.shape)) for t in types)
     return (kind, shapes, repr(sorted(attrs.items())))
@@ -102,7 +109,8 @@ class Conv:
             attr = Attr(post_ops(attrs, dst, residual, cl), scratchpad="user")
             return convolution(src, wmd, dst, bias, strides=strides, pads_begin=pb, pads_end=pe,
                                dilations=dilations, attr=attr)
-        return cached_pd(_key("conv", types, attrs), make)
+        work = 2.0 * xs[0] * _prod(out) * o * (xs[1] // g) * _prod(kernel)
+        return cached_pd(_key("conv", types, attrs), make, work)
 
     @staticmethod
     def bind_to(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared):
@@ -181,7 +189,8 @@ class ConvTranspose:
             return deconvolution(src, wmd, dst, bias, strides=strides, pads_begin=pb,
                                  pads_end=pe, dilations=dilations,
                                  attr=Attr((), scratchpad="user"))
-        return cached_pd(_key("deconv", types, attrs), make)
+        work = 2.0 * xs[0] * _prod(xs[2:]) * xs[1] * (o // g) * _prod(kernel)
+        return cached_pd(_key("deconv", types, attrs), make, work)
 
     @staticmethod
     def bind_to(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared):

@@ -67,7 +67,7 @@ def _unary(op: str, since: int, alg: str, params):
             alpha, beta = params(attrs)
             return cached_pd(_key(op, types, attrs),
                              lambda: eltwise(type_md(x), type_md(x), name, alpha, beta,
-                                             attr=Attr((), scratchpad="user")))
+                                             attr=Attr((), scratchpad="user")), 8.0 * x.numel)
 
         @staticmethod
         def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
@@ -96,7 +96,7 @@ def _binary(op: str, since: int, alg: str, commutes: bool):
                 shape1 = (1,) * (rank - len(b.shape)) + tuple(b.shape)
                 return binary(type_md(a), type_md(TensorType(b.dtype, shape1)), type_md(a), alg,
                               attr=Attr((), scratchpad="user"))
-            return cached_pd(_key(op, types, attrs), make)
+            return cached_pd(_key(op, types, attrs), make, 8.0 * a.numel)
 
         @staticmethod
         def bind_to(pd, ins, outs, attrs, ws, constant, prepared):

@@ -70,7 +70,8 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
     if attrs.get("fused_relu"):
         ops.append(Eltwise("relu"))
     ops += activation_post_op(attrs)
-    return cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")))
+    return cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")),
+                     2.0 * y.size * a.shape[-1])
 
 
 def _key(kind: str, views: tuple, attrs: dict) -> tuple:

@@ -40,12 +40,14 @@ def _pool_pd(kind: str, types: list, attrs: dict, alg: str, kernel, strides, pb,
     cl = is_channels_last(attrs)
     xs = _first_dims(x, cl)
 
+    work = float(x.numel) * max(1, len(out_sp))
+
     def make():
         dst = (xs[0], *out_sp, xs[1]) if cl else (xs[0], xs[1], *out_sp)
         return pooling(type_md(x, cl), type_md(TensorType(x.dtype, dst), cl), alg,
                        kernel=kernel, strides=strides, pads_begin=pb, pads_end=pe,
                        dilations=dilations, attr=Attr((), scratchpad=USER))
-    return cached_pd(_key(kind, types, attrs), make)
+    return cached_pd(_key(kind, types, attrs), make, 8.0 * work)
 
 
 def _window(types: list, attrs: dict, op: str) -> PrimitiveDesc:
@@ -138,7 +140,7 @@ class BatchNormalization:
         def make():
             return batch_norm(type_md(x, cl), type_md(x, cl), epsilon=attrs.get("epsilon", 1e-5),
                               relu=bool(attrs.get("fused_relu")), attr=Attr((), scratchpad=USER))
-        return cached_pd(_key("bnorm", types, attrs), make)
+        return cached_pd(_key("bnorm", types, attrs), make, 8.0 * x.numel)
 
     @staticmethod
     def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
@@ -172,7 +174,7 @@ class LayerNormalization:
         def make():          # with a shift always (zeros when the node has no bias)
             return layer_norm(type_md(x), type_md(x), epsilon=attrs.get("epsilon", 1e-5),
                               attr=Attr((), scratchpad=USER))
-        return cached_pd(_key("lnorm", types, attrs), make)
+        return cached_pd(_key("lnorm", types, attrs), make, 8.0 * x.numel)
 
     @staticmethod
     def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
@@ -230,7 +232,7 @@ def _softmax(op: str, since: int, log: bool):
             def make():
                 return softmax(type_md(x), type_md(x), axis % rank, log=log,
                                attr=Attr((), scratchpad=USER))
-            return cached_pd(_key(op, types, attrs), make)
+            return cached_pd(_key(op, types, attrs), make, 8.0 * x.numel)
 
         @staticmethod
         def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
