@@ -18,11 +18,24 @@ def check_output_path(path: str, option: str = "--output") -> str:
         raise CommandLineError(f"{option} {path!r}: folder {folder!r} does not exist")
     if not os.path.isdir(folder):
         raise CommandLineError(f"{option} {path!r}: {folder!r} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not _can_create_in(folder):
         raise CommandLineError(f"{option} {path!r}: folder {folder!r} is not writable")
     if os.path.exists(full) and not os.access(full, os.W_OK):
         raise CommandLineError(f"{option} {path!r} exists and is not writable")
     return path
+
+
+def _can_create_in(folder: str) -> bool:
+    """Whether a file can be made in ``folder``: tried, not guessed from permission bits
+    (which say yes to root on a folder no one can write into, such as /proc)."""
+    probe = os.path.join(folder, f".aircc-probe.{os.getpid()}.{os.urandom(4).hex()}")
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return True
 
 
 def write_atomically(path: str, write: Callable[[BinaryIO], None], option: str = "--output") -> None:

@@ -194,14 +194,21 @@ def test_no_work_is_done_and_nothing_is_written_for_an_unwritable_output(files, 
     assert os.listdir(tmp_path) == []              # no partial file, no temporary left
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
-def test_a_read_only_folder_is_refused(files, tmp_path):
-    tmp_path.chmod(0o500)
-    try:
+def test_a_folder_no_file_can_be_made_in_is_refused_before_the_run(files, tmp_path):
+    # /proc refuses new files even to root, whose permission bits say yes to anything
+    r = CliRunner().invoke(airrun, [files["om"], "--random", "0", "-o", "/proc/y.npz"])
+    check(r.exit_code, r.stderr, CLI, EXIT_USAGE, "folder '/proc' is not writable")
+    assert r.stdout == ""                          # refused before the model ran
+    r = CliRunner().invoke(aircc_cli, ["compile", files["onnx"], "-o", "/proc/m.om"])
+    check(r.exit_code, r.stderr, CLI, EXIT_USAGE, "folder '/proc' is not writable")
+    tmp_path.chmod(0o500)                          # and a read-only folder, for any user
+    try:                                           # the bits do not stop
         r = CliRunner().invoke(airrun, [files["om"], "--random", "0", "-o", f"{tmp_path}/y.npz"])
-        check(r.exit_code, r.stderr, CLI, EXIT_USAGE, "not writable")
+        assert r.exit_code == (0 if os.geteuid() == 0 else EXIT_USAGE)
+        assert os.path.exists(tmp_path / "y.npz") == (os.geteuid() == 0)
     finally:
         tmp_path.chmod(0o700)
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []   # no probe left
 
 
 @pytest.mark.parametrize("name,value,words", [
