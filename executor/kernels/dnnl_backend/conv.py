@@ -14,6 +14,7 @@ import numpy as np
 from aircc.executor.device.prepared import prepared_array
 from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise, Sum
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
+from aircc.executor.kernels.dnnl.library import using_threads
 from aircc.executor.kernels.dnnl.memory import MemoryDesc
 from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
@@ -149,7 +150,8 @@ def _weights(pd: PrimitiveDesc, w: np.ndarray, plain: MemoryDesc, constant: bool
     def fill(out: np.ndarray) -> None:
         src = storage(w, plain)
         dst = storage(out, want)
-        reorder(plain, want).bind({Arg.src: src, Arg.dst: dst})()
+        with using_threads(1):          # the loading thread never forms an OpenMP team (common.py)
+            reorder(plain, want).bind({Arg.src: src, Arg.dst: dst})()
 
     key = ("dnnl-weights", w.ctypes.data, w.shape, w.dtype.str, repr(want))
     packed = prepared_array(prepared, key, (want.size,), np.uint8, fill)
