@@ -55,7 +55,7 @@ from plot import svg
 from quiet import wait_until_quiet
 from report import markdown, row_line
 from scaling import SCALING_SIZES, SCALING_WIDTHS, compile_scaling, growth_exponents, load_time  # noqa: F401
-from targets import fallback_ops, usable_targets
+from targets import expand, fallback_ops, usable_targets
 from work import gemm_gflops, multiply_adds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -330,9 +330,12 @@ def main(argv=None) -> int:
                     help=f"comma-separated suites among {', '.join(SUITES)} (default: all)")
     ap.add_argument("--broader-size", choices=("full", "small"), default="full",
                     help="size of the broader suite's models (small: the tests')")
-    ap.add_argument("--targets", default="native",
+    ap.add_argument("--targets", default="native,numpy",
                     help="comma-separated compile targets, each timed against onnxruntime "
-                         "(default native); one this machine cannot use is skipped")
+                         "(default native,numpy: this machine's default backend and the numpy "
+                         "reference backend, one target when they are the same); 'numpy' "
+                         "names cpu-<this machine's vector class>; one this machine cannot "
+                         "use is skipped")
     ap.add_argument("--only", default=None, help="comma-separated model names")
     ap.add_argument("--contended", nargs="?", const=CONTENDED, default=None, metavar="MODELS",
                     help="also time these models (default resnet50; a full run does) quiet and "
@@ -354,8 +357,9 @@ def main(argv=None) -> int:
     contend_names = [n for n in contend.split(",") if n]
     wanted = set(args.only.split(",")) | set(contend_names) if args.only else None
     selected = entries(suites, wanted, args.broader_size)
-    targets, skipped = usable_targets([t for t in args.targets.split(",") if t], device)
-    results = {"machine": machine(), "rounds": rounds, "min_seconds": min_seconds,
+    host = machine()             # numpy's GEMM rate before a OneDNN target changes its threads
+    targets, skipped = usable_targets(expand([t for t in args.targets.split(",") if t]), device)
+    results = {"machine": host, "rounds": rounds, "min_seconds": min_seconds,
                "min_block": MIN_BLOCK, "max_block": MAX_BLOCK, "suites": suites,
                "targets": list(targets), "target_info": targets, "skipped_targets": skipped,
                "models": [], "device_cpus": sorted(device.cpus) if device else None}

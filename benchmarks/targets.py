@@ -21,6 +21,18 @@ def _probe_model() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def expand(names: list[str]) -> list[str]:
+    """``names`` with ``numpy`` replaced by this machine's numpy target (``cpu-<vector
+    class>``: the reference backend where ``native`` is another), duplicates dropped."""
+    out: list[str] = []
+    for name in names:
+        if name == "numpy":
+            name = f"cpu-{resolve_target('native').vector_class}"
+        if name not in out:
+            out.append(name)
+    return out
+
+
 def usable_targets(names: list[str], device=None) -> tuple[dict[str, str], dict[str, str]]:
     """(target -> what it is, for those this machine can compile for and load;
     target -> why not, for the others), in the order of ``names``."""

@@ -10,6 +10,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from aircc.ops import resolve_target
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -21,6 +23,9 @@ def test_benchmark_quick_run_writes_json_and_table(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text())
     (row,) = results["models"]
     assert row["model"] == "sample_mlp" and row["mode"] == "static" and row["rounds"] == 3
+    assert results["targets"][0] == "native"                       # and the numpy backend:
+    assert results["targets"][-1] == f"cpu-{resolve_target('native').vector_class}"
+    assert set(row["targets"]) == set(results["targets"])
     assert row["block"] == 2 and row["blocks_not_quiet"] == 0 and row["quiet_wait_ms"] >= 0
     assert row["aircc_ms"] > 0 and row["onnxruntime_ms"] > 0 and row["ratio"] > 0
     assert row["host_us_per_inference"] > 0 and row["peak_device_bytes"] > 0
