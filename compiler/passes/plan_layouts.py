@@ -9,7 +9,7 @@ stay channels-last: connected values of one rank (3 to 5) linked through
   which get ``channels_last = 1``;
 - layout-free ops (elementwise ops, Clip, elementwise chains: the same numbers in the
   same order on every operand), whose constant operands are permuted at compile time;
-- Concats, whose axis moves;
+- Concats and ChannelShuffles, whose axis moves;
 
 and keeps a region only if it holds a spatial op.  Every value a region node makes
 takes its channels-last (physical) type, so the memory planner sizes it as it lies.
@@ -39,6 +39,8 @@ from .base import compile_pass
 
 #: Ops outside the ELEMENTWISE trait that are layout-free all the same: (domain, op).
 LAYOUT_FREE = {("", "Clip"), ("aircc", "ElementwiseChain")}
+#: Ops of one activation input that work along an ``axis`` attribute, moved in a region.
+AXIS_OPS = {("", "Concat"), ("aircc", "ChannelShuffle")}
 
 
 @compile_pass("plan-layouts", stats=("channels_last_nodes", "layout_reorders", "layout_views"))
@@ -93,7 +95,8 @@ def _layout_free(graph: Graph, node: Node, rank: int) -> bool:
 
 
 def _concat(graph: Graph, node: Node, rank: int) -> bool:
-    return node.is_plain("Concat") and all(_typed_rank(graph, i) == rank and i not in graph.constants
+    """A Concat or ChannelShuffle (:data:`AXIS_OPS`) of activations of ``rank``."""
+    return (node.domain, node.op) in AXIS_OPS and all(_typed_rank(graph, i) == rank and i not in graph.constants
                                            for i in node.inputs)
 
 
@@ -186,8 +189,9 @@ class _Rewrite:
             if spatial:
                 node.attrs[CHANNELS_LAST] = 1
                 self.ctx.count("channels_last_nodes")
-            elif node.is_plain("Concat"):
-                node.attrs["axis"] = last_axis(int(node.attrs.get("axis", 0)), rank)
+            elif (node.domain, node.op) in AXIS_OPS:
+                default = 0 if node.op == "Concat" else 1
+                node.attrs["axis"] = last_axis(int(node.attrs.get("axis", default)), rank)
         for node, _ in self.planned:
             out = next(o for o in node.outputs if o)
             t = g.types[out]

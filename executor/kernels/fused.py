@@ -1,5 +1,5 @@
-"""Kernels of the ops made by fusion passes (domain ``aircc``): ElementwiseChain and
-SoftmaxMatMul (:mod:`aircc.ops.defs.fused`)."""
+"""Kernels of the ops made by fusion passes (domain ``aircc``): ElementwiseChain,
+SoftmaxMatMul and ChannelShuffle (:mod:`aircc.ops.defs.fused`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -180,3 +180,25 @@ class SoftmaxMatMul:
         shape = tuple(tiling["shape"]) if tiling else np.broadcast_shapes(
             s.shape, s.shape if m is None else m.shape)
         softmax_matmul(s, m, v, y, carve(workspace(ws, prod(shape) * s.itemsize), 0, shape, s.dtype))
+
+
+def shuffle_views(x: np.ndarray, y: np.ndarray, axis: int, groups: int):
+    """(source, destination) views of a channel shuffle as one 4-D copy: ``x`` as
+    ``(outer, groups, C / groups, inner)`` swapped to ``y``'s ``(outer, C / groups,
+    groups, inner)``."""
+    axis %= x.ndim
+    c = x.shape[axis]
+    outer, inner = prod(x.shape[:axis]), prod(x.shape[axis + 1:])
+    src = x.reshape(outer, groups, c // groups, inner).transpose(0, 2, 1, 3)
+    return src, y.reshape(outer, c // groups, groups, inner)
+
+
+@NUMPY.kernel("ChannelShuffle", 1, "aircc")
+class ChannelShuffle:
+    """Output index ``i * groups + g`` along ``axis`` reads input ``g * (C / groups) + i``."""
+
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws) -> None:
+        src, dst = shuffle_views(ins[0], outs[0], int(attrs.get("axis", 1)),
+                                 int(attrs.get("groups", 1)))
+        np.copyto(dst, src)

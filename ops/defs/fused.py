@@ -1,4 +1,5 @@
-"""Ops made by fusion passes (domain ``aircc``): ElementwiseChain and SoftmaxMatMul.
+"""Ops made by fusion passes (domain ``aircc``): ElementwiseChain, SoftmaxMatMul and
+ChannelShuffle.
 
 ``ElementwiseChain`` (the fuse-elementwise pass) applies ``steps`` in order to its
 first input: each step is [op, operand name ("" for a unary op), 1 if the running
@@ -8,11 +9,17 @@ operands, named by ``operands``.
 
 ``SoftmaxMatMul`` (the fuse-softmax-matmul pass) takes the scores S, V, and optionally
 a mask M added to S (broadcast); ``perm_b`` / ``perm_y`` as for MatMul.
+
+``ChannelShuffle`` (the fuse-channel-shuffle pass) splits ``axis`` of its input into
+``groups`` groups and interleaves them: output index ``i * groups + g`` along the axis
+holds input index ``g * (C / groups) + i``, the ``Reshape (.., groups, C / groups, ..)
+-> Transpose -> Reshape`` of ShuffleNet's exports as one op.  The axis is an attribute
+so that a channels-last plan moves it (``plan-layouts``) instead of reordering around it.
 """
 from __future__ import annotations
 
 from aircc.ops.registry import InferContext, define
-from aircc.ops.shapes import broadcast_shapes, is_int
+from aircc.ops.shapes import broadcast_shapes, is_int, norm_axis
 from aircc.ops.types import TensorType
 
 from .gemm import permuted_shape
@@ -47,3 +54,17 @@ def softmax_matmul(ctx: InferContext) -> list[TensorType]:
         ctx.fail(f"{s[-1]} keys in the scores {s} but {v[-2]} rows in V {v}")
     out = (*broadcast_shapes(ctx, s[:-2], v[:-2]), s[-2], v[-1])
     return [TensorType(st.dtype, permuted_shape(ctx, out, ctx.attrs.get("perm_y"), "perm_y"))]
+
+
+@define("ChannelShuffle", 1, "aircc", foldable=False)
+def channel_shuffle(ctx: InferContext) -> list[TensorType]:
+    """Interleave the ``groups`` groups of ``axis``: the input's type, the axis permuted."""
+    t = ctx.input_type(0)
+    shape = ctx.input_shape(0)
+    axis = norm_axis(ctx, ctx.attrs.get("axis", 1), len(shape))
+    groups = int(ctx.attrs.get("groups", 1))
+    if groups < 1:
+        ctx.fail(f"groups {groups} must be at least 1")
+    if is_int(shape[axis]) and shape[axis] % groups:
+        ctx.fail(f"{groups} groups do not divide axis {axis} of size {shape[axis]}")
+    return [t]

@@ -40,3 +40,25 @@ def test_a_light_model_planned_channels_last_matches_onnxruntime(name, mode, dev
     for g, w in zip(got.values(), want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     m.close()
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_shufflenet_shuffles_stay_inside_its_channels_last_region(mode, device):
+    """Each of ShuffleNet's 16 channel shuffles (Reshape, 5-D Transpose, Reshape) is one
+    ChannelShuffle along the moved channel axis: the region is not cut around them, so
+    the one reorder left is the model's input (the pooled output leaves as a view), not
+    two per shuffle."""
+    c = compile_model(light_path("shufflenet"), CompileOptions(channels_last=True, mode=mode,
+                                                               target="cpu-avx2"))
+    assert c.report["fused_channel_shuffles"] == 16
+    shuffles = [n for n in c.graph.nodes if n.op == "ChannelShuffle"]
+    assert len(shuffles) == 16 and all(n.attrs["axis"] == 3 for n in shuffles)
+    assert not any(n.op == "Transpose" and len(n.attrs.get("perm", [])) == 5 for n in c.graph.nodes)
+    assert c.report["layout_reorders"] == 1 and c.report["layout_views"] == 1
+    m = aircc.load(c.om, device=device)
+    feeds = random_feeds(m.inputs, seed=1)
+    got = m.run(feeds)
+    want = ort.InferenceSession(light_path("shufflenet"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got.values(), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    m.close()

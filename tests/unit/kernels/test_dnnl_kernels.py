@@ -19,7 +19,7 @@ def run(backend, op: str, ins: list, attrs: dict, out_shapes: list, since: int =
         bound: bool = True):
     """Outputs and tiling of ``op`` on ``backend``: tiled, then bound once (``prepare``) and
     run, or run through ``kernel``."""
-    domain = "aircc" if op == "Attention" else ""
+    domain = "aircc" if op in ("Attention", "ChannelShuffle") else ""
     impl = layout.adapt_kernel(backend.impl(op, since, domain), attrs)
     types = [None if x is None else TensorType.of(x) for x in ins]
     tiling = impl.tile(types, attrs, TARGET)
@@ -198,3 +198,26 @@ def test_attention_matches_numpy(seq_in, seq_out, mask, s):
     attrs = {"heads": h, "base2": 1, "seq_first_in": seq_in, "seq_first_out": seq_out}
     out = (s, b, h, e // h) if seq_out else (b, s, h, e // h)
     same("Attention", ins, attrs, [out], 1, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,perm", [((1, 64, 12, 12), [0, 2, 3, 1]),    # NCHW -> NHWC
+                                        ((1, 12, 12, 64), [0, 3, 1, 2]),    # and back
+                                        ((4, 32, 6, 16), [0, 2, 1, 3]),     # attention heads
+                                        ((2, 1, 48, 96), [3, 1, 0, 2]),     # a dim of 1 dropped
+                                        ((64, 96), None)])                  # default: reversed
+def test_transpose_is_one_reorder(shape, perm):
+    x = f32(*shape)
+    out = x.transpose(perm).shape if perm else x.T.shape
+    tiling = same("Transpose", [x], {"perm": perm} if perm else {}, [out])
+    assert tiling["impl"].startswith("jit"), tiling
+
+
+@pytest.mark.parametrize("shape,axis,groups", [((1, 60, 10, 10), 1, 3), ((1, 10, 10, 60), 3, 4),
+                                               ((2, 24, 300), 1, 2)])
+def test_channel_shuffle_matches_numpy_and_its_definition(shape, axis, groups):
+    x = f32(*shape)
+    same("ChannelShuffle", [x], {"axis": axis, "groups": groups}, [shape], since=1)
+    (got,), _ = run(DNNL, "ChannelShuffle", [x], {"axis": axis, "groups": groups}, [shape], 1)
+    c = shape[axis]
+    reads = np.arange(c).reshape(groups, c // groups).T.reshape(-1)    # output i*g + j reads j*C/g + i
+    np.testing.assert_array_equal(got, np.take(x, reads, axis=axis))
