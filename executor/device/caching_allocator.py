@@ -216,10 +216,16 @@ class CachingAllocator:
     def _pool(self, b: Block) -> _Pool:
         return self._small if b._segment.small else self._large
 
-    def _ready(self, b: Block, stream: Stream) -> bool:
-        """May ``stream`` take ``b`` now (every other stream's last use finished)?"""
+    def _prune(self, b: Block) -> None:
+        """Forget the events of ``b`` that have run; never for a recorded launch sequence
+        (``same_stream_only``): a replay has no such events, so a block another stream used
+        must stay that stream's even after the recording run's event ran."""
         if not self.same_stream_only:
             _prune(b._pending)
+
+    def _ready(self, b: Block, stream: Stream) -> bool:
+        """May ``stream`` take ``b`` now (every other stream's last use finished)?"""
+        self._prune(b)
         return all(s is stream for s in b._pending)
 
     def _find_or_grow(self, alloc: int, small: bool, stream: Stream, what: str) -> Block | None:
@@ -290,12 +296,12 @@ class CachingAllocator:
     def _insert_free(self, b: Block) -> None:
         """Cache a free block, merging free neighbours (pending events are united)."""
         pool = self._pool(b)
-        _prune(b._pending)
+        self._prune(b)
         for nb in (b._prev, b._next):
             if nb is None or nb._allocated:
                 continue
             pool.remove(nb)
-            _prune(nb._pending)
+            self._prune(nb)
             _union(b._pending, nb._pending)
             if nb is b._prev:
                 b.offset = nb.offset
@@ -317,9 +323,8 @@ class CachingAllocator:
             b = pool.blocks.get((seg.size, seg.offset))
             if b is None or b._segment is not seg:
                 continue
-            _prune(b._pending)
-            if b._pending:
-                continue
+            if any(ev.generation < gen for ev, gen in b._pending.values()):
+                continue          # a stream has still to finish with it
             pool.remove(b)
             self._segments.remove(seg)
             self.memory.free(seg.raw)
@@ -332,6 +337,6 @@ class CachingAllocator:
         found: dict[Stream, None] = {}
         for pool in (self._small, self._large):
             for b in pool.blocks.values():
-                _prune(b._pending)
-                found.update(dict.fromkeys(b._pending))
+                found.update(dict.fromkeys(s for s, (ev, gen) in b._pending.items()
+                                            if ev.generation < gen))
         return list(found)

@@ -273,6 +273,47 @@ def test_replay_memory_never_crosses_streams():
     a.close(), b.close()
 
 
+def test_replay_memory_used_by_another_stream_stays_out_of_reach_after_coalescing():
+    """A block made on stream a and read on stream b, freed, then merged with a neighbour a
+    freed later: a may not take those bytes, even once b's event ran (a replay has no such
+    event to wait for)."""
+    from aircc.executor.device.caching_allocator import CachingAllocator
+    from aircc.executor.device.memory import DeviceMemory
+    from aircc.executor.device.stream import Stream
+
+    a, b = Stream(0), Stream(1)
+    pool = CachingAllocator(DeviceMemory(16 << 20), same_stream_only=True)
+    shared, mine = pool.malloc(8192, a), pool.malloc(8192, a)
+    assert mine.offset == shared.offset + 8192          # neighbours in one segment
+    pool.free(shared, [a, b])
+    b.synchronize()                                       # b's last use has run
+    pool.free(mine, [a])                                  # merges with the shared block
+    a.synchronize()
+    again = pool.malloc(4096, a)
+    assert not (again.offset < shared.offset + shared.size and shared.offset < again.offset + 4096)
+    a.close(), b.close()
+
+
+def test_a_two_stream_dynamic_model_gives_the_same_numbers_on_every_replay(device):
+    """BERT at (8, 128) with its shapes fixed runs the mask on one stream and the
+    embeddings on another: the input ids' block, read across streams, must not be reused
+    by the mask's stream in the recorded launches (it was: replays gathered garbage ids)."""
+    import onnxruntime as ort
+
+    feeds = make_inputs(8, 128)
+    proto = build_bert_encoder()
+    c = aircc.compile(proto, mode="dynamic", input_shapes={k: list(v.shape) for k, v in feeds.items()})
+    m = aircc.load(c.om, device=device)
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for _ in range(4):
+        got = m.run(feeds)
+        for g, w in zip(got.values(), want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    stats = m.run_stats()
+    assert stats["replays"] == 3 and len(m.engine.streams) >= 2
+    m.close()
+
+
 def test_out_of_memory_in_a_dynamic_run_is_clear_and_the_next_run_works():
     from aircc.errors import DeviceOutOfMemoryError
     from aircc.executor.device.device import VirtualDevice
