@@ -21,6 +21,7 @@ import time
 from typing import Callable, Collection
 
 from aircc.errors import StreamSyncTimeoutError
+from .threads import mark_device_worker
 
 #: Errors a worker keeps from tasks that raised (the newest ones).
 MAX_FAULTS = 16
@@ -134,6 +135,7 @@ class Stream:
         return self._worker.is_alive()
 
     def _drain(self) -> None:
+        mark_device_worker()
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)   # this thread only (checked by the device)
         get = self._queue.get

@@ -83,6 +83,19 @@ def openmp_in_use() -> None:
             _set_openblas(1)
 
 
+_local = threading.local()
+
+
+def mark_device_worker() -> None:
+    """The calling thread is a device's stream worker (:class:`~.stream.Stream` calls this
+    first): the threads whose kernels may use an OpenMP team of more than one thread."""
+    _local.device_worker = True
+
+
+def is_device_worker() -> bool:
+    return getattr(_local, "device_worker", False)
+
+
 def worker_cpus() -> frozenset[int] | None:
     """The CPUs a device's stream workers should run on: the first :func:`threads` of the
     process's, or None (no pinning) when that is all of them."""

@@ -51,12 +51,14 @@ def team_size(work: float) -> int:
     return threads.threads() if work >= PARALLEL_WORK else 1
 
 
-def cached_pd(key: tuple, make: Callable[[], PrimitiveDesc], work: float) -> PrimitiveDesc:
+def cached_pd(key: tuple, make: Callable[[], PrimitiveDesc], work: float,
+              team: int | None = None) -> PrimitiveDesc:
     """The primitive descriptor for ``key``, made by ``make()`` the first time, with the
-    thread count it will run with (implementations split their work when made): all of
-    aircc's, or one for a small one (:func:`team_size` of ``work``)."""
-    n = team_size(work)
-    key = key + (n,)
+    thread count it will run with (implementations split their work when made and keep
+    that count): all of aircc's, or one for a small one (:func:`team_size` of ``work``),
+    or ``team``.  ``pd.remake(n)`` gives the same primitive for a team of ``n``."""
+    n = team_size(work) if team is None else team
+    base, key = key, key + (n,)
     with _pd_lock:
         pd = _pds.get(key)
         if pd is not None:
@@ -65,6 +67,7 @@ def cached_pd(key: tuple, make: Callable[[], PrimitiveDesc], work: float) -> Pri
     with using_threads(n):
         pd = make()
     pd.team = n
+    pd.remake = lambda m: cached_pd(base, make, work, m)
     with _pd_lock:
         _pds[key] = pd
         while len(_pds) > PD_CACHE_SIZE:
@@ -192,34 +195,60 @@ _tls = threading.local()
 
 
 def worker_cpus() -> int:
-    """How many CPUs the calling thread may run on (a stream worker of a pinned device may
-    have fewer than the process): its OpenMP team is never larger."""
+    """How large the calling thread's OpenMP team may be: the CPUs it may run on (a
+    stream worker of a pinned device may have fewer than the process) in a device's
+    stream worker, one anywhere else.  libgomp keeps a team per thread that ever ran a
+    parallel region; once its threads outnumber the CPUs, every team waits the throttled
+    way (a futex wake per region: SqueezeNet 4.0 -> 5.2 ms).  So constant folding, a
+    loading thread, a test or a profiler calling kernels directly never forms a team."""
     n = getattr(_tls, "cpus", None)
     if n is None:
-        n = _tls.cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else threads.threads()
+        if not threads.is_device_worker():
+            n = 1
+        elif hasattr(os, "sched_getaffinity"):
+            n = len(os.sched_getaffinity(0))
+        else:
+            n = threads.threads()
+        _tls.cpus = n
     return n
 
 
-def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
-    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``; each call sets the
-    calling thread's OpenMP team to the size the primitive was made for (within the
-    thread's CPUs) when it is not so already."""
+def _bind_with_scratchpad(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
     need = pd.scratchpad_size
     if need:
         if ws is None or ws.nbytes < need:
             ws = np.empty(need, np.uint8)        # a machine whose library wants more
         args = {**args, Arg.scratchpad: ws}
-    bound = pd.bind(args)
+    return pd.bind(args)
+
+
+def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
+    """``pd`` bound to ``args`` (arg id -> array), its scratchpad in ``ws``.  A call from a
+    thread whose team must be smaller than the one ``pd`` was made for (:func:`worker_cpus`)
+    runs a twin made for that size, bound to the same buffers, when the twin lays out
+    every operand the same way (else ``pd`` itself); each call sets the calling thread's
+    OpenMP count first when it differs."""
+    bound = _bind_with_scratchpad(pd, args, ws)
     team = getattr(pd, "team", threads.threads())
+    smaller: dict[int, object] = {}
     state = _tls
+
+    def for_team(n: int):
+        if n >= team or not hasattr(pd, "remake"):
+            return bound
+        twin = smaller.get(n)
+        if twin is None:
+            other = pd.remake(n)
+            same = all(other.arg_md(a) == pd.arg_md(a) for a in args if a != Arg.scratchpad)
+            twin = smaller[n] = _bind_with_scratchpad(other, args, ws) if same else bound
+        return twin
 
     def run():
         n = min(team, worker_cpus())
         if getattr(state, "team", None) != n:
             set_threads(n)
             state.team = n
-        bound()
+        (bound if n == team else for_team(n))()
     run.bound = bound
     return run
 

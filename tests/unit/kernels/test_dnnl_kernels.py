@@ -221,3 +221,46 @@ def test_channel_shuffle_matches_numpy_and_its_definition(shape, axis, groups):
     c = shape[axis]
     reads = np.arange(c).reshape(groups, c // groups).T.reshape(-1)    # output i*g + j reads j*C/g + i
     np.testing.assert_array_equal(got, np.take(x, reads, axis=axis))
+
+
+TEAM_PROBE = r"""
+import os, numpy as np
+from aircc.ops import TensorType, kernel_backend
+from aircc.executor.device import threads
+from aircc.executor.device.stream import Stream
+
+impl = kernel_backend("dnnl").impl("MatMul", 13)
+a, b = np.ones((256, 512), np.float32), np.ones((512, 256), np.float32)   # 67 MFLOP: a team's work
+y = np.zeros((256, 256), np.float32)
+attrs = {}
+tiling = impl.tile([TensorType.of(a), TensorType.of(b)], attrs, None)
+assert tiling["backend"] == "dnnl", tiling
+call = impl.prepare([a, b], [y], attrs, tiling, np.zeros(max(1, tiling["workspace"]), np.uint8),
+                    [False, True], None)
+count = lambda: len(os.listdir("/proc/self/task"))
+before = count()
+call()                                             # the main thread: no team of its own
+assert np.allclose(y, 512.0)
+main_after = count()
+s = Stream(0)
+worker_before = count()
+s.submit(call)
+s.synchronize()
+print(before, main_after, worker_before, count(), min(threads.threads(), len(os.sched_getaffinity(0))))
+s.close()
+"""
+
+
+def test_kernels_called_outside_a_stream_worker_never_start_an_openmp_team():
+    """Only device stream workers run oneDNN with a team of threads: a kernel called from
+    any other thread (constant folding, a loader, a test) runs a one-thread twin, so that
+    libgomp never keeps two teams on one machine's CPUs (see common.worker_cpus)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", TEAM_PROBE], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, main_after, worker_before, worker_after, team = map(int, out.stdout.split())
+    assert main_after == before                          # no OpenMP thread started
+    assert worker_after - worker_before == team - 1      # the worker's team: its helpers
