@@ -5,7 +5,8 @@ takes the factor as ``fused_scale`` (attention's scores / sqrt(d)).  A Conv
 or MatMul whose only reader is then an Add (or a two-input Sum) takes the
 other operand as an extra input and adds it as it writes its output
 (``fused_add``): the residual of a ResNet block, the bias of a MatMul,
-attention's mask.  A Relu that then reads it alone becomes ``fused_relu``.
+attention's mask.  A Relu that then reads it alone becomes ``fused_relu`` (of a
+BatchNormalization or InstanceNormalization too).
 The reader nodes go away.
 
 Where the target's kernel for the Conv or MatMul runs other activations as part of its
@@ -23,7 +24,7 @@ from ..ir.graph import Graph, Node
 from .base import compile_pass
 
 FUSABLE = ("Conv", "MatMul")
-RELU_ONLY = ("BatchNormalization",)     # fuse a following Relu, no Add
+RELU_ONLY = ("BatchNormalization", "InstanceNormalization")     # fuse a following Relu, no Add
 
 
 def _activation(graph: Graph, node: Node, value: str) -> dict | None:

@@ -213,7 +213,8 @@ class LayerNormalization:
 
 @NUMPY.kernel("InstanceNormalization", since=1)
 class InstanceNormalization:
-    """Per (sample, channel) normalisation over the spatial dims, then scale and B."""
+    """Per (sample, channel) normalisation over the spatial dims, then scale and B (and
+    ``fused_relu``)."""
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
@@ -227,3 +228,4 @@ class InstanceNormalization:
         factor = (inv.reshape(n, c) * scale[None, :]).astype(y.dtype)
         np.multiply(y3, factor[:, :, None], out=y3)
         np.add(y3, b.reshape(1, c, 1), out=y3)
+        epilogue(y, None, attrs)                 # a fused Relu

@@ -185,10 +185,14 @@ def layer_norm(src: MemoryDesc, dst: MemoryDesc, *, epsilon: float, scale: bool 
 
 
 def batch_norm(src: MemoryDesc, dst: MemoryDesc, *, epsilon: float, scale: bool = True,
-               shift: bool = True, relu: bool = False, attr: AttrLike = None) -> PrimitiveDesc:
+               shift: bool = True, relu: bool = False, global_stats: bool = True,
+               attr: AttrLike = None) -> PrimitiveDesc:
     """Batch normalization with the given statistics (``Arg.mean``, ``Arg.variance``,
-    f32 of C) and ``Arg.scale`` / ``Arg.shift``; ``relu`` fuses a ReLU."""
-    flags = NormFlags.use_global_stats | (NormFlags.use_scale if scale else 0) \
+    f32 of C), or (``global_stats=False``) with the statistics of ``src`` itself, computed
+    per channel over the batch and spatial dims; ``Arg.scale`` / ``Arg.shift``; ``relu``
+    fuses a ReLU."""
+    flags = (NormFlags.use_global_stats if global_stats else 0) \
+        | (NormFlags.use_scale if scale else 0) \
         | (NormFlags.use_shift if shift else 0) | (NormFlags.fuse_norm_relu if relu else 0)
     a = as_attr(attr)
     what = _describe("batch_norm", src, dst, epsilon=epsilon, flags=flags)

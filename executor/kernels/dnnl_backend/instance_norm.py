@@ -1,36 +1,58 @@
-"""InstanceNormalization on channels-last activations, so that a U-Net's normalisations
-stay inside its convolution region (oneDNN has no instance-norm primitive; numpy's
-kernel runs channels-first, and would cost two reorders per node).
+"""InstanceNormalization as oneDNN batch normalisation, one sample at a time.
 
-Per (sample, channel): the mean and variance over the spatial positions, then scale and
-bias, computed on the ``(N, H*W, C)`` view: each pass reads rows of contiguous channels.
+oneDNN has no instance-norm primitive, but an instance norm of one sample is a batch
+norm of a batch of one with its own statistics (mean and variance per channel over the
+spatial positions, the variance divided by their count, as ONNX's): so each sample is
+one ``batch_norm`` call with ``global_stats`` off, on its slice of X and Y, with the
+scale and bias per channel and a following Relu (``fused_relu``, from
+``fuse-epilogues``) in the same pass.  Channels-last (a U-Net's normalisations stay
+inside its convolution region) or channels-first alike.
 """
 from __future__ import annotations
 
-import numpy as np
-
+from aircc.executor.kernels.dnnl.attr import Attr
+from aircc.executor.kernels.dnnl.enums import Arg
+from aircc.executor.kernels.dnnl.ops import batch_norm
+from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.ops import TensorType
 from aircc.ops.layout import is_channels_last
 
 from . import DNNL
-from .common import numpy_twin
+from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, type_md
 
 
 @DNNL.kernel("InstanceNormalization", 6, channels_last=True)
+@dnnl_or_twin("InstanceNormalization", 6)
 class InstanceNormalization:
+    FUSED = ("fused_relu",)
+
     @staticmethod
-    def kernel(ins, outs, attrs, tiling, ws) -> None:
-        if not is_channels_last(attrs):
-            twin = numpy_twin("InstanceNormalization", 6)
-            twin.kernel(ins, outs, attrs, tiling, ws)
-            return
+    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+        x = types[0]
+        if any(t is None or t.dtype != "float32" for t in types[:3]):
+            raise NotForDnnl("not float32")
+        sample = TensorType(x.dtype, (1, *x.shape[1:]))
+        cl = is_channels_last(attrs)
+
+        def make():
+            return batch_norm(type_md(sample, cl), type_md(sample, cl),
+                              epsilon=float(attrs.get("epsilon", 1e-5)), global_stats=False,
+                              relu=bool(attrs.get("fused_relu")), attr=Attr((), scratchpad="user"))
+        key = ("instance_norm", tuple(sample.shape), cl, float(attrs.get("epsilon", 1e-5)),
+               bool(attrs.get("fused_relu")))
+        return cached_pd(key, make, 8.0 * x.numel)
+
+    @staticmethod
+    def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
         x, scale, bias = ins[:3]
         y = outs[0]
-        n, c = x.shape[0], x.shape[-1]
-        x3 = x.reshape(n, -1, c)
-        y3 = y.reshape(n, -1, c)
-        mean = x3.mean(axis=1, keepdims=True, dtype=np.float64 if x.dtype != np.float32 else None)
-        np.subtract(x3, mean.astype(x.dtype), out=y3)
-        var = np.einsum("nlc,nlc->nc", y3, y3) / y3.shape[1]
-        factor = (scale / np.sqrt(var + float(attrs.get("epsilon", 1e-5)))).astype(x.dtype)
-        np.multiply(y3, factor[:, None, :], out=y3)
-        np.add(y3, bias.astype(x.dtype), out=y3)
+        cl = is_channels_last(attrs)
+        calls = [bind(pd, {Arg.src: act(x[i:i + 1], cl), Arg.scale: scale, Arg.shift: bias,
+                           Arg.dst: act(y[i:i + 1], cl)}, ws) for i in range(x.shape[0])]
+        if len(calls) == 1:
+            return calls[0]
+
+        def run():
+            for call in calls:
+                call()
+        return run

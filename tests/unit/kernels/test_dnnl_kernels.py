@@ -179,12 +179,21 @@ def test_a_fused_activation_left_to_numpy_runs_after_the_numpy_kernel():
     np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
 
 
-def test_instance_norm_channels_last_matches_numpy_channels_first():
-    x, s, b = f32(2, 5, 6, 7), f32(5), f32(5)
-    want, _ = run(NUMPY, "InstanceNormalization", [x, s, b], {"epsilon": 1e-5}, [x.shape], 6)
-    got, _ = run(DNNL, "InstanceNormalization", [nhwc(x), s, b],
-                 {"epsilon": 1e-5, CHANNELS_LAST: 1}, [to_last(x.shape)], 6)
-    np.testing.assert_allclose(np.moveaxis(got[0], -1, 1), want[0], rtol=1e-5, atol=1e-5)
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("shape", [(2, 5, 6, 7), (1, 16, 32, 32), (3, 4, 50)])
+def test_instance_norm_both_layouts_with_a_fused_relu(shape, relu):
+    """Each sample as a oneDNN batch norm of its own statistics; the Relu in the same pass."""
+    x, s, b = f32(*shape) * 3 + 1, f32(shape[1]), f32(shape[1])
+    attrs = {"epsilon": 1e-5, **({"fused_relu": 1} if relu else {})}
+    want, _ = run(NUMPY, "InstanceNormalization", [x, s, b], attrs, [x.shape], 6)
+    if relu:
+        assert want[0].min() == 0.0
+    tiling = same("InstanceNormalization", [x, s, b], attrs, [x.shape], 6)
+    assert "ref" not in tiling["impl"]
+    got, tiling = run(DNNL, "InstanceNormalization", [nhwc(x), s, b], {**attrs, CHANNELS_LAST: 1},
+                      [to_last(x.shape)], 6)
+    assert tiling["backend"] == "dnnl"
+    np.testing.assert_allclose(np.moveaxis(got[0], -1, 1), want[0], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("seq_in,seq_out", [(0, 0), (1, 1), (0, 1)])
@@ -264,3 +273,49 @@ def test_kernels_called_outside_a_stream_worker_never_start_an_openmp_team():
     before, main_after, worker_before, worker_after, team = map(int, out.stdout.split())
     assert main_after == before                          # no OpenMP thread started
     assert worker_after - worker_before == team - 1      # the worker's team: its helpers
+
+
+NO_ROI = np.zeros(0, np.float32)
+
+
+@pytest.mark.parametrize("attrs,scale,x_shape", [
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, 2.0, (2, 5, 6, 7)),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, 2.0, (1, 3, 8, 8)),
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, 0.5, (1, 4, 8, 12)),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     3.0, (1, 4, 5, 6)),
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"}, 2.0, (1, 2, 3, 4, 5))])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_resize_on_onednn_where_its_coordinates_are_onnx_s(attrs, scale, x_shape, channels_last):
+    x = f32(*x_shape)
+    scales = np.array([1, 1] + [scale] * (len(x_shape) - 2), np.float32)
+    out = tuple(int(d * s) for d, s in zip(x_shape, scales))
+    want, _ = run(NUMPY, "Resize", [x, NO_ROI, scales], attrs, [out], 13)
+    if channels_last:
+        attrs = {**attrs, CHANNELS_LAST: 1}
+        x, out = np.ascontiguousarray(np.moveaxis(x, 1, -1)), to_last(out)
+    impl = DNNL.impl("Resize", 13)
+    tiling = impl.tile([TensorType.of(x), TensorType.of(NO_ROI), TensorType.of(scales)], attrs, TARGET)
+    y = np.full(out, np.nan, np.float32)
+    call = impl.prepare([x, NO_ROI, scales], [y], attrs, tiling,
+                        np.zeros(max(1, tiling.get("workspace", 0)), np.uint8), [False, True, True])
+    call()
+    assert call.__qualname__.startswith("bind"), "oneDNN's resampling ran"
+    got = np.moveaxis(y, -1, 1) if channels_last else y
+    np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_resize_whose_size_was_rounded_stays_with_numpy():
+    """5 x 1.5 -> 7: ONNX maps by 1.5, oneDNN would by 7 / 5; numpy runs it, right."""
+    x = f32(1, 2, 5, 5)
+    scales = np.array([1, 1, 1.5, 1.5], np.float32)
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    want, _ = run(NUMPY, "Resize", [x, NO_ROI, scales], attrs, [(1, 2, 7, 7)], 13)
+    impl = DNNL.impl("Resize", 13)
+    tiling = impl.tile([TensorType.of(x), TensorType.of(NO_ROI), TensorType.of(scales)], attrs, TARGET)
+    y = np.full((1, 2, 7, 7), np.nan, np.float32)
+    call = impl.prepare([x, NO_ROI, scales], [y], attrs, tiling,
+                        np.zeros(max(1, tiling.get("workspace", 0)), np.uint8), [False, True, True])
+    call()
+    assert not call.__qualname__.startswith("bind")
+    np.testing.assert_allclose(y, want[0], rtol=1e-5, atol=1e-5)

@@ -365,3 +365,26 @@ def test_fuse_attention_leaves_a_block_whose_weights_come_at_run_time():
     after, ctx = run_pass("fuse-attention", text)
     assert after == text
     assert declared(ctx, "fuse-attention") == {"fused_attention": 0}
+
+
+INSTANCE_NORM_RELU_BEFORE = """
+    graph @main(%x: float32[2,3,4,4]) -> (%y) {
+      const %s: float32[3] = dense[1.0,0.5,-2.0]
+      const %b: float32[3] = dense[0.25,0.0,-0.5]
+      %n: float32[2,3,4,4] = InstanceNormalization(%x, %s, %b) {name="norm", v=6}
+      %y: float32[2,3,4,4] = Relu(%n) {name="relu", v=14}
+    }
+"""
+
+
+def test_fuse_epilogues_takes_the_relu_after_an_instance_norm():
+    after, ctx = run_pass("fuse-epilogues", INSTANCE_NORM_RELU_BEFORE)
+    assert after == ir("""
+        graph @main(%x: float32[2,3,4,4]) -> (%y) {
+          const %s: float32[3] = dense[1.0,0.5,-2.0]
+          const %b: float32[3] = dense[0.25,0.0,-0.5]
+          %y: float32[2,3,4,4] = InstanceNormalization(%x, %s, %b) {name="norm", v=6, fused_relu=1}
+        }
+    """)
+    assert ctx.stats == {"fused_epilogues": 1}
+    same_numbers(INSTANCE_NORM_RELU_BEFORE, after)
