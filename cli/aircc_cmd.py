@@ -39,8 +39,10 @@ def main():
               help="A parallel branch gets its own stream only if it writes at least this "
                    "many bytes (default 131072; 0 = every branch).")
 @click.option("--split-matrix-branches", is_flag=True, default=False,
-              help="Let branches led by a Conv or MatMul open streams of their own too (by "
-                   "default they stay with a predecessor: the matrix engine spans every core).")
+              help="Let branches led by a Conv or MatMul open streams of their own too, and "
+                   "any branch on a backend whose kernels span every core (oneDNN); by "
+                   "default they stay with a predecessor, where they would only queue for "
+                   "the cores.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D1,D2,...",
               help="Fix an input's shape (repeatable, or ';'-separated).")
 @click.option("--mode", type=click.Choice(["static", "dynamic", "auto"]), default="auto",

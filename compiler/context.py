@@ -32,8 +32,9 @@ class CompileOptions:
     min_branch_bytes: int | None = None
     """A branch opens its own stream only if it writes at least this many bytes (None: 128 KiB)."""
     split_matrix_branches: bool = False
-    """Let branches led by a Conv or MatMul open streams too (by default they stay with a
-    predecessor: the matrix engine spans every core, so they would only queue for it)."""
+    """Let branches led by a Conv or MatMul open streams too, and on a backend whose every
+    kernel spans the cores (oneDNN) any branch (by default they stay with a predecessor:
+    they would only queue for the cores)."""
     dynamic_batch: Sequence[int] | None = None
     """Gears: one static plan per batch size, in one .om."""
     passes: Sequence[str] | None = None

@@ -80,13 +80,17 @@ class KernelBackend:
                  loader: Callable[[], None] | None = None,
                  fallback: Callable[[str, int | None, str], Optional[KernelImpl]] | None = None,
                  host_vector_class: Callable[[], str] | None = None,
-                 base: str | None = None, unavailable: Callable[[], str | None] | None = None):
+                 base: str | None = None, unavailable: Callable[[], str | None] | None = None,
+                 kernels_span_cores: bool = False):
         self.name = name
         self.description = description
         self.vector_classes = tuple(vector_classes)
         """The classes of vector instructions this backend has tunings for."""
         self.base = base
         """The backend whose kernels run the ops this one has none for (and its fallback)."""
+        self.kernels_span_cores = kernels_span_cores
+        """Every kernel (not only the matrix engine's) spreads one op over every core, so
+        a branch on a second stream would only queue for the cores (``assign-streams``)."""
         self._unavailable = unavailable
         self._loader = loader
         self._fallback = fallback

@@ -21,7 +21,8 @@ SHAPES = [(1, 16), (4, 64), (8, 128), (3, 7)]
 def bert():
     proto = build_bert_encoder()
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-    compiled = aircc.compile(proto, min_branch_bytes=0)   # its branches on several streams
+    compiled = aircc.compile(proto, min_branch_bytes=0,   # its branches on several streams
+                             split_matrix_branches=True)
     om = load_om(dump_om(compiled.om))         # through real .om bytes
     return proto, session, compiled, om
 
@@ -302,7 +303,8 @@ def test_a_two_stream_dynamic_model_gives_the_same_numbers_on_every_replay(devic
 
     feeds = make_inputs(8, 128)
     proto = build_bert_encoder()
-    c = aircc.compile(proto, mode="dynamic", input_shapes={k: list(v.shape) for k, v in feeds.items()})
+    c = aircc.compile(proto, mode="dynamic", input_shapes={k: list(v.shape) for k, v in feeds.items()},
+                      split_matrix_branches=True)
     m = aircc.load(c.om, device=device)
     want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for _ in range(4):
@@ -356,7 +358,7 @@ def test_reshapes_are_views_of_their_input_block_in_dynamic_mode():
                   [const("shape", np.array([-1, 3, 2], np.int64))])
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     dev = VirtualDevice(16 << 20)
-    compiled = aircc.compile(proto, mode="dynamic", min_branch_bytes=0)
+    compiled = aircc.compile(proto, mode="dynamic", min_branch_bytes=0, split_matrix_branches=True)
     for replay in (True, False):
         m = aircc.load(compiled.om, device=dev, replay=replay)
         for b in (2, 5, 2, 5):

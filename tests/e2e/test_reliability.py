@@ -30,7 +30,8 @@ MODES = {"static": ("static", {}), "dynamic": ("dynamic", {}),
 
 @pytest.fixture(scope="module")
 def builds():
-    return {mode: aircc.compile(diamond(), mode=mode, min_branch_bytes=0).om
+    return {mode: aircc.compile(diamond(), mode=mode, min_branch_bytes=0,
+                                 split_matrix_branches=True).om
             for mode in ("static", "dynamic")}
 
 
@@ -402,7 +403,8 @@ def test_a_wait_nobody_records_or_a_loop_that_never_ends_is_refused_at_load(buil
 def test_many_threads_over_two_models_on_one_device_match_sequential_runs(builds, dev):
     mlp = aircc.load(aircc.compile(f"{SAMPLES}/mlp.onnx", input_shapes={"input": [4, 784]}).om,
                      device=dev)
-    dyn = aircc.load(aircc.compile(any_batch(diamond()), mode="dynamic", min_branch_bytes=0),
+    dyn = aircc.load(aircc.compile(any_batch(diamond()), mode="dynamic", min_branch_bytes=0,
+                                    split_matrix_branches=True),
                      device=dev)
     rng = np.random.default_rng(0)
     feeds = [({"input": rng.standard_normal((4, 784)).astype(np.float32)},

@@ -190,7 +190,8 @@ def test_kernel_failure_names_node_and_op_and_next_run_works(device, tmp_path):
 
 
 def test_multistream_run_is_deterministic_across_many_runs(device):
-    compiled = aircc.compile(diamond(width=4096, branches=4), min_branch_bytes=0)
+    compiled = aircc.compile(diamond(width=4096, branches=4), min_branch_bytes=0,
+                             split_matrix_branches=True)
     model = aircc.load(compiled.om, device=device)
     assert model.program.streams and len(model.program.streams) == 4
     x = np.random.default_rng(1).standard_normal((2, 4096)).astype(np.float32)

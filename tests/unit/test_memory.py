@@ -194,7 +194,8 @@ def test_static_mode_needs_static_shapes():
 
 
 def test_plan_of_multistream_sample_has_no_live_overlap():
-    compiled = compile_model(diamond(width=1000, branches=4), CompileOptions(min_branch_bytes=0))
+    compiled = compile_model(diamond(width=1000, branches=4),
+                             CompileOptions(min_branch_bytes=0, split_matrix_branches=True))
     s = compiled.om.sections
     assert s["tasks"]["streams"] == 4
     assert overlapping_live_buffers(s["tasks"], s["memory_plan"]) == []

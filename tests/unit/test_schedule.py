@@ -18,13 +18,17 @@ from aircc.errors import CompileOptionError
 from testdata import light_path
 from graphs import diamond
 from schedule_check import data_dependencies, unordered_dependencies
+from testdata import numpy_target
+from aircc.ops.backend import KernelBackend
 
 
 UNFUSED = ["fold-constants", "infer-shapes", "remove-identity", "dce", "infer-shapes"]
 
 
 def _ctx(**options) -> CompileContext:
-    return CompileContext(CompileOptions(**options))
+    """For the numpy backend, whose vector kernels run on one core: branches are worth
+    streams there (a backend whose kernels span the cores keeps them on one)."""
+    return CompileContext(CompileOptions(**{"target": numpy_target(), **options}))
 
 
 def _scheduled(source, streams=None):
@@ -63,10 +67,25 @@ def test_gemm_branches_stay_with_a_predecessor_unless_asked():
         om = aircc.compile(f"{SAMPLES}/branches.onnx", min_branch_bytes=0, **kw).om
         return [[t["op"] for t in lst if t["kind"] == "kernel"] for lst in om.sections["tasks"]["lists"]]
 
-    default = ops_per_stream()
+    default = ops_per_stream(target=numpy_target())
     assert len(default) == 2 and default[1] == ["MaxPool"] and default[0].count("Conv") == 5
-    split = ops_per_stream(split_matrix_branches=True)
+    split = ops_per_stream(split_matrix_branches=True, target=numpy_target())
     assert len(split) == 3 and sum(lst.count("Conv") > 0 for lst in split) == 2
+
+
+def test_a_backend_whose_kernels_span_the_cores_keeps_branches_on_one_stream():
+    """oneDNN spreads every op over every core: a branch on a second stream would only
+    queue for them (and two OpenMP teams slow each other), unless asked."""
+    g = run_pipeline(import_onnx(diamond(width=65536, branches=3)))
+    spanning = CompileContext(CompileOptions(min_branch_bytes=0))
+    spanning._backend = KernelBackend("spanning", "test", ("avx2",), base="numpy",
+                                      kernels_span_cores=True)
+    assign_streams(insert_memcpy(g, spanning), spanning)
+    assert g.meta["streams"] == 1
+    g = run_pipeline(import_onnx(diamond(width=65536, branches=3)))
+    spanning.options = CompileOptions(min_branch_bytes=0, split_matrix_branches=True)
+    assign_streams(insert_memcpy(g, spanning), spanning)
+    assert g.meta["streams"] == 3
 
 
 def test_stream_cap_and_single_stream():
@@ -131,7 +150,7 @@ def test_pruning_uses_earlier_waits_of_the_same_stream():
 
 
 def test_inception_v1_uses_several_streams_and_no_event_is_redundant():
-    compiled = compile_model(light_path("inception_v1"))
+    compiled = compile_model(light_path("inception_v1"), CompileOptions(target=numpy_target()))
     tasks = compiled.om.sections["tasks"]
     assert tasks["streams"] > 1
     assert tasks["events"] > 0
@@ -151,8 +170,8 @@ def test_single_stream_inception_has_no_events():
 
 def test_small_branches_stay_on_one_stream_and_big_ones_split():
     g = run_pipeline(import_onnx(diamond(width=4, branches=3)))
-    assign_streams(insert_memcpy(g))                  # 4 floats per branch: not worth a stream
+    assign_streams(insert_memcpy(g, _ctx()), _ctx())  # 4 floats per branch: not worth a stream
     assert g.meta["streams"] == 1
     g = run_pipeline(import_onnx(diamond(width=65536, branches=3)))
-    assign_streams(insert_memcpy(g))                  # 512 KiB per branch: one stream each
+    assign_streams(insert_memcpy(g, _ctx()), _ctx())  # 512 KiB per branch: one stream each
     assert g.meta["streams"] == 3

@@ -49,7 +49,7 @@ def _host_vector_class() -> str:
 
 DNNL = KernelBackend("dnnl", "oneDNN 3.2 primitives, numpy for the rest", ("avx2", "avx512"),
                      loader=_load_kernels, host_vector_class=_host_vector_class, base="numpy",
-                     unavailable=_unavailable)
+                     unavailable=_unavailable, kernels_span_cores=True)
 
 
 def _float_activations(types: list, attrs: dict, target) -> bool:
