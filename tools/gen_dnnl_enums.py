@@ -46,10 +46,12 @@ ENUMS = {
     "dnnl_engine_kind_t": ("EngineKind", "IntEnum", "", "engine kinds"),
     "dnnl_stream_flags_t": ("StreamFlags", "IntFlag", "stream_", "stream flags"),
     "dnnl_cpu_isa_t": ("CpuIsa", "IntEnum", "cpu_isa_", "CPU instruction-set levels"),
+    "dnnl_rnn_direction_t": ("RnnDirection", "IntEnum", "", "directions of the RNN primitives"),
 }
 
 
-#: Format-tag aliases named for RNN tensors (the binding has no RNN primitives).
+#: Format-tag aliases named for RNN tensors (the binding names them by their plain tags:
+#: ``tnc`` is ``abc``, ``ldigo`` ``abcde``).
 RNN_TAGS = {"tn", "nt", "tnc", "ntc", "ldnc", "ldigo", "ldgoi", "ldio", "ldoi", "ldgo"}
 
 
@@ -70,7 +72,8 @@ def keep(c_enum: str, name: str, value: int) -> bool:
 
 
 def keep_arg(name: str) -> bool:
-    """Execution-argument ids: forward ones only (no gradients, no RNN states)."""
+    """Execution-argument ids: forward ones only (no gradients; the RNN primitives' names
+    of ``src_0``, ``weights_0``... are :class:`~aircc.executor.kernels.dnnl.ops.RnnArg`)."""
     rnn = ("LAYER", "ITER", "AUGRU", "PEEPHOLE", "PROJECTION")
     return not name.startswith("DIFF_") and name not in ("FROM", "TO") \
         and not any(word in name for word in rnn)

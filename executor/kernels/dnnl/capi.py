@@ -123,6 +123,22 @@ PROTOTYPES: dict[str, tuple[object, list]] = {
         S, [Out, Handle, E, E, POINTER(c_float), Handle, Handle, Handle]),
     "dnnl_reduction_primitive_desc_create": (
         S, [Out, Handle, E, Handle, Handle, c_float, c_float, Handle]),
+    # recurrent layers: engine, prop kind, (activation,) direction, then the descriptors
+    # src_layer, src_iter(, src_iter_c), weights_layer, weights_iter(, weights_peephole,
+    # weights_projection), bias, dst_layer, dst_iter(, dst_iter_c), then flags(, alpha,
+    # beta), attr
+    "dnnl_vanilla_rnn_forward_primitive_desc_create": (
+        S, [Out, Handle, E, E, E, Handle, Handle, Handle, Handle, Handle, Handle, Handle,
+            c_uint, c_float, c_float, Handle]),
+    "dnnl_lstm_forward_primitive_desc_create": (
+        S, [Out, Handle, E, E, Handle, Handle, Handle, Handle, Handle, Handle, Handle, Handle,
+            Handle, Handle, Handle, c_uint, Handle]),
+    "dnnl_gru_forward_primitive_desc_create": (
+        S, [Out, Handle, E, E, Handle, Handle, Handle, Handle, Handle, Handle, Handle, c_uint,
+            Handle]),
+    "dnnl_lbr_gru_forward_primitive_desc_create": (
+        S, [Out, Handle, E, E, Handle, Handle, Handle, Handle, Handle, Handle, Handle, c_uint,
+            Handle]),
 }
 
 #: Functions called on every execution: bound without the status check of the others

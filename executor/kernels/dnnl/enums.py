@@ -367,6 +367,15 @@ class CpuIsa(IntEnum):
     avx512_core_amx_fp16 = 8175
 
 
+class RnnDirection(IntEnum):
+    """Directions of the RNN primitives (dnnl_rnn_direction_t)."""
+    rnn_direction_undef = 0
+    unidirectional_left2right = 1
+    unidirectional_right2left = 2
+    bidirectional_concat = 3
+    bidirectional_sum = 4
+
+
 class Arg(IntEnum):
     """Execution-argument ids (DNNL_ARG_*); a binary post-op's src1 is
     ``post_op_arg(index)``."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from enum import IntEnum
 from typing import Union
 
 from .attr import Attr, PostOp, as_attr, binary_alg, eltwise_alg
-from .enums import AlgKind, NormFlags, PropKind
+from .enums import AlgKind, Arg, NormFlags, PropKind, RnnDirection
 from .library import engine
 from .memory import MemoryDesc, dims_array
 from .primitive import PrimitiveDesc
@@ -287,3 +288,114 @@ def reduction(src: MemoryDesc, dst: MemoryDesc, alg: str, *, p: float = 0.0,
                                 (engine(), REDUCTION[alg], src.handle, dst.handle, float(p),
                                  float(eps), a.handle),
                                 _describe("reduction", src, dst, alg=alg), a)
+
+
+# ------------------------------------------------------------------ recurrent layers
+RNN_DIRECTIONS = {"forward": RnnDirection.unidirectional_left2right,
+                  "reverse": RnnDirection.unidirectional_right2left,
+                  "bidirectional": RnnDirection.bidirectional_concat}
+"""ONNX's ``direction`` -> oneDNN's: a bidirectional layer's outputs are concatenated
+(``dst_layer`` channels ``[forward | reverse]``), not summed."""
+
+
+class RnnArg(IntEnum):
+    """The RNN primitives' execution arguments by oneDNN's names for them
+    (``DNNL_ARG_SRC_LAYER`` is ``DNNL_ARG_SRC_0``...)."""
+
+    src_layer = Arg.src_0
+    src_iter = Arg.src_1
+    src_iter_c = Arg.src_2
+    weights_layer = Arg.weights_0
+    weights_iter = Arg.weights_1
+    weights_peephole = Arg.weights_2
+    weights_projection = Arg.weights_3
+    dst_layer = Arg.dst_0
+    dst_iter = Arg.dst_1
+    dst_iter_c = Arg.dst_2
+
+_RNN_DOC = """
+
+    Dims (L layers, always 1 here; D directions; T steps; N batch; C input channels; H
+    hidden; G gates): ``src_layer`` (T, N, C), ``src_iter`` (L, D, N, H), ``weights_layer``
+    (L, D, C, G, H), ``weights_iter`` (L, D, H, G, H), ``bias`` (L, D, G, H), ``dst_layer``
+    (T, N, D * H) for a bidirectional (concatenated) layer, else (T, N, H), ``dst_iter``
+    (L, D, N, H); all dense (oneDNN's ``tnc``, ``ldnc``, ``ldigo``, ``ldgo``: tags ``abc``,
+    ``abcd``...), or the layers batch first (``ntc``) and the states strided.  Give the
+    weights as ``any`` (inference packs them) and reorder into ``arg_md`` of
+    :attr:`RnnArg.weights_layer` / ``weights_iter``.  A state or ``dst_iter`` may be None:
+    oneDNN starts from zeros, does not write the last state; oneDNN 3.2 refuses a None
+    bias on CPUs (unimplemented).  ``direction``: ``forward``, ``reverse`` or ``bidirectional``
+    (:data:`RNN_DIRECTIONS`); a reverse layer's ``dst_layer`` step t is the state made
+    from input t, as ONNX's."""
+
+
+def _rnn_direction(direction: str) -> RnnDirection:
+    if direction not in RNN_DIRECTIONS:
+        raise ValueError(f"RNN direction {direction!r}: one of {', '.join(RNN_DIRECTIONS)}")
+    return RNN_DIRECTIONS[direction]
+
+
+def lstm(src_layer: MemoryDesc, src_iter: MemoryDesc | None, src_iter_c: MemoryDesc | None,
+         weights_layer: MemoryDesc, weights_iter: MemoryDesc, bias: MemoryDesc | None,
+         dst_layer: MemoryDesc, dst_iter: MemoryDesc | None, dst_iter_c: MemoryDesc | None, *,
+         direction: str = "forward", weights_peephole: MemoryDesc | None = None,
+         weights_projection: MemoryDesc | None = None, attr: AttrLike = None) -> PrimitiveDesc:
+    """LSTM layer, gates in oneDNN's order **i, f, c~, o** (ONNX stacks i, o, f, c):
+    ``c_t = f * c_{t-1} + i * c~``, ``h_t = o * tanh(c_t)``, sigmoid gates and tanh
+    candidate, ``bias`` the sum of ONNX's Wb and Rb.  ``src_iter`` and ``src_iter_c``
+    come together or not at all, and so do ``dst_iter`` and ``dst_iter_c``;
+    ``weights_peephole`` (L, D, 3, H), dense, gates i, f, o, adds ``P * c_{t-1}`` to i
+    and f and ``P * c_t`` to o; ``weights_projection`` (L, D, H, P)."""
+    a = as_attr(attr)
+    what = _describe("lstm", src_layer, src_iter, src_iter_c, weights_layer, weights_iter,
+                     weights_peephole, weights_projection, bias, dst_layer, dst_iter,
+                     dst_iter_c, direction=direction)
+    return PrimitiveDesc.create(
+        "dnnl_lstm_forward_primitive_desc_create",
+        (engine(), INFERENCE, _rnn_direction(direction), src_layer.handle, _h(src_iter),
+         _h(src_iter_c), weights_layer.handle, weights_iter.handle, _h(weights_peephole),
+         _h(weights_projection), _h(bias), dst_layer.handle, _h(dst_iter), _h(dst_iter_c), 0,
+         a.handle), what, a)
+
+
+def gru(src_layer: MemoryDesc, src_iter: MemoryDesc | None, weights_layer: MemoryDesc,
+        weights_iter: MemoryDesc, bias: MemoryDesc | None, dst_layer: MemoryDesc,
+        dst_iter: MemoryDesc | None, *, direction: str = "forward",
+        linear_before_reset: bool = False, attr: AttrLike = None) -> PrimitiveDesc:
+    """GRU layer, gates u, r, o (ONNX's z, r, h in the same order):
+    ``h_t = u * h_{t-1} + (1 - u) * o``.  ``linear_before_reset`` False (``vanilla_gru``):
+    ``o = tanh(W_o x + U_o (r * h_{t-1}) + b_o)``, G 3 bias rows (ONNX's Wb + Rb);
+    True (``lbr_gru``, ONNX's linear_before_reset=1, what PyTorch exports):
+    ``o = tanh(W_o x + b_o + r * (U_o h_{t-1} + b'_o))``, a bias of G + 1 = 4 rows
+    ``[u, r, o, o']``: Wb + Rb for u and r, then ONNX's Wb_h and Rb_h."""
+    kind = "lbr_gru" if linear_before_reset else "gru"
+    a = as_attr(attr)
+    what = _describe(kind, src_layer, src_iter, weights_layer, weights_iter, bias, dst_layer,
+                     dst_iter, direction=direction)
+    return PrimitiveDesc.create(
+        f"dnnl_{kind}_forward_primitive_desc_create",
+        (engine(), INFERENCE, _rnn_direction(direction), src_layer.handle, _h(src_iter),
+         weights_layer.handle, weights_iter.handle, _h(bias), dst_layer.handle, _h(dst_iter),
+         0, a.handle), what, a)
+
+
+def vanilla_rnn(src_layer: MemoryDesc, src_iter: MemoryDesc | None, weights_layer: MemoryDesc,
+                weights_iter: MemoryDesc, bias: MemoryDesc | None, dst_layer: MemoryDesc,
+                dst_iter: MemoryDesc | None, *, activation: str = "tanh", alpha: float = 0.0,
+                direction: str = "forward", attr: AttrLike = None) -> PrimitiveDesc:
+    """Simple RNN layer, ``h_t = act(W x_t + U h_{t-1} + b)``, G 1; ``activation``
+    ``tanh``, ``logistic`` or ``relu`` (``alpha`` its negative slope)."""
+    if activation not in ("tanh", "logistic", "relu"):
+        raise ValueError(f"RNN activation {activation!r}: tanh, logistic or relu")
+    a = as_attr(attr)
+    what = _describe("vanilla_rnn", src_layer, src_iter, weights_layer, weights_iter, bias,
+                     dst_layer, dst_iter, direction=direction, activation=activation)
+    return PrimitiveDesc.create(
+        "dnnl_vanilla_rnn_forward_primitive_desc_create",
+        (engine(), INFERENCE, eltwise_alg(activation), _rnn_direction(direction),
+         src_layer.handle, _h(src_iter), weights_layer.handle, weights_iter.handle, _h(bias),
+         dst_layer.handle, _h(dst_iter), 0, float(alpha), 0.0, a.handle), what, a)
+
+
+for _f in (lstm, gru, vanilla_rnn):
+    _f.__doc__ += _RNN_DOC

@@ -29,8 +29,10 @@ Argument = Union[Memory, np.ndarray, int]
 array, or a raw address (device memory) laid out as the primitive wants."""
 
 _FIXED_ARGS = (Arg.src_0, Arg.src_1, Arg.src_2, Arg.src_3, Arg.weights_0, Arg.weights_1,
-               Arg.bias, Arg.mean, Arg.variance, Arg.scale, Arg.shift, Arg.workspace,
-               Arg.scratchpad, Arg.dst_0, Arg.dst_1)
+               Arg.weights_2, Arg.weights_3, Arg.bias, Arg.mean, Arg.variance, Arg.scale,
+               Arg.shift, Arg.workspace, Arg.scratchpad, Arg.dst_0, Arg.dst_1, Arg.dst_2)
+"""The argument ids :meth:`PrimitiveDesc.args` asks about (besides multiple sources and
+post-ops' inputs): the RNN primitives' states and peephole / projection weights too."""
 
 
 def arg_name(arg: int) -> str:

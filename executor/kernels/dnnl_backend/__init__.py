@@ -19,8 +19,8 @@ from aircc.ops.backend import KernelBackend
 from aircc.ops.layout import SPATIAL_INPUTS
 
 #: The modules of this package that register kernels, imported when the backend loads.
-KERNEL_MODULES = ("conv", "pool", "matmul", "eltwise", "instance_norm", "attention", "movement",
-                  "resize")
+KERNEL_MODULES = ("conv", "pool", "matmul", "eltwise", "instance_norm", "attention", "movement", "resize",
+                  "rnn")
 
 #: Ops this backend runs channels-last (the layout its convolution kernels are fast in).
 CHANNELS_LAST_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",

@@ -319,3 +319,164 @@ def test_a_resize_whose_size_was_rounded_stays_with_numpy():
     call()
     assert not call.__qualname__.startswith("bind")
     np.testing.assert_allclose(y, want[0], rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ LSTM, GRU, RNN
+RNN_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def rnn_operands(op: str, direction: str = "forward", layout_: int = 0, init: str = "hc",
+                 seq: int = 5, batch: int = 3, inp: int = 4, hidden: int = 6, bias: bool = True,
+                 peepholes: bool = False, outs: str = "yhc", **attrs):
+    """(inputs, attributes, output shapes; None for an absent output) of a layer at opset
+    14: ``init`` names the initial states given (h, c), ``outs`` the outputs (y, h, c)."""
+    g, d = RNN_GATES[op], 2 if direction == "bidirectional" else 1
+    state = (batch, d, hidden) if layout_ else (d, batch, hidden)
+    ins = [f32(batch, seq, inp) if layout_ else f32(seq, batch, inp),
+           f32(d, g * hidden, inp) * 0.5, f32(d, g * hidden, hidden) * 0.5,
+           f32(d, 2 * g * hidden) if bias else None, None,
+           f32(*state) if "h" in init else None]
+    if op == "LSTM":
+        ins += [f32(*state) if "c" in init else None, f32(d, 3 * hidden) if peepholes else None]
+    y = (batch, seq, d, hidden) if layout_ else (seq, d, batch, hidden)
+    shapes = [y, state] + ([state] if op == "LSTM" else [])
+    shapes = [s if name in outs else None for s, name in zip(shapes, "yhc")]
+    return ins, {"direction": direction, "layout": layout_, "hidden_size": hidden, **attrs}, shapes
+
+
+def rnn_run(backend, op: str, ins: list, attrs: dict, out_shapes: list, constant: bool):
+    """Outputs, tiling and bound call of a layer bound once (weights, bias and peepholes
+    ``constant`` or not, as a loaded model's or a directly called kernel's)."""
+    impl = backend.impl(op, 14)
+    tiling = impl.tile([None if x is None else TensorType.of(x) for x in ins], attrs, TARGET)
+    ws = np.zeros(max(1, int(tiling.get("workspace", 0))), np.uint8)
+    outs = [None if s is None else np.full(s, np.nan, np.float32) for s in out_shapes]
+    flags = [constant and i in (1, 2, 3, 7) for i in range(len(ins))]
+    call = impl.prepare(ins, outs, attrs, tiling, ws, flags, prepared=None)
+    call()
+    return outs, tiling, call
+
+
+def rnn_same(op: str, ins: list, attrs: dict, out_shapes: list, backend: str = "dnnl") -> dict:
+    """oneDNN's kernel (its primitive, when ``backend`` is dnnl) agrees with numpy's, with
+    constant weights (packed once) and weights packed at each run; returns the tiling."""
+    want, _, _ = rnn_run(NUMPY, op, ins, attrs, out_shapes, False)
+    for constant in (True, False):
+        got, tiling, call = rnn_run(DNNL, op, ins, attrs, out_shapes, constant)
+        assert tiling["backend"] == backend, tiling
+        assert (getattr(call, "bound", None) is not None) == (backend == "dnnl"), call
+        for g, w in zip(got, want):
+            if w is not None:
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return tiling
+
+
+RNN_OPS = [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("GRU", {"linear_before_reset": 0}),
+           ("RNN", {})]
+
+
+@pytest.mark.parametrize("init", ["", "hc"])
+@pytest.mark.parametrize("layout_", [0, 1])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op,extra", RNN_OPS)
+def test_recurrent_layers_on_onednn_match_numpy(op, extra, direction, layout_, init):
+    """Gate orders, weights, summed biases (four rows for linear_before_reset), both layouts
+    (a bidirectional layout-0 Y reordered from oneDNN's concatenation), initial states."""
+    ins, attrs, shapes = rnn_operands(op, direction, layout_, init, **extra)
+    rnn_same(op, ins, attrs, shapes)
+
+
+@pytest.mark.parametrize("op,init,outs", [
+    ("LSTM", "h", "h"), ("LSTM", "c", "y"), ("LSTM", "", "c"), ("LSTM", "hc", "yc"),
+    ("GRU", "h", "h"), ("GRU", "", "y"), ("RNN", "h", "y")])
+def test_recurrent_layers_with_states_and_outputs_absent(op, init, outs):
+    """An absent output goes to the workspace, an absent initial state is zeros there."""
+    for direction in ("forward", "bidirectional"):
+        ins, attrs, shapes = rnn_operands(op, direction, 0, init, outs=outs)
+        rnn_same(op, ins, attrs, shapes)
+
+
+def test_lstm_peepholes_and_a_layer_without_bias_on_onednn():
+    ins, attrs, shapes = rnn_operands("LSTM", "bidirectional", 1, peepholes=True)
+    rnn_same("LSTM", ins, attrs, shapes)
+    ins, attrs, shapes = rnn_operands("GRU", "reverse", 0, bias=False, linear_before_reset=1)
+    rnn_same("GRU", ins, attrs, shapes)
+
+
+@pytest.mark.parametrize("activation,alpha", [("Relu", None), ("Sigmoid", None),
+                                              ("LeakyRelu", 0.3)])
+def test_rnn_activations_onednn_computes(activation, alpha):
+    extra = {"activations": [activation] * 2}
+    if alpha is not None:
+        extra["activation_alpha"] = [alpha] * 2
+    ins, attrs, shapes = rnn_operands("RNN", "bidirectional", **extra)
+    rnn_same("RNN", ins, attrs, shapes)
+
+
+@pytest.mark.parametrize("op,extra,why", [
+    ("LSTM", {"clip": 1.0}, "clip"),
+    ("GRU", {"clip": 0.5, "linear_before_reset": 1}, "clip"),
+    ("LSTM", {"input_forget": 1}, "input_forget"),
+    ("LSTM", {"activations": ["HardSigmoid", "Tanh", "Tanh"]}, "activations"),
+    ("GRU", {"activations": ["Sigmoid", "Relu"]}, "activations"),
+    ("RNN", {"activations": ["Tanh", "Relu"], "direction": "bidirectional"}, "activations"),
+    ("RNN", {"activations": ["Softsign"]}, "activations")])
+def test_what_onednn_does_not_compute_runs_on_numpy(op, extra, why):
+    ins, attrs, shapes = rnn_operands(op, **{"direction": "forward", **extra})
+    tiling = rnn_same(op, ins, attrs, shapes, backend="numpy")
+    assert why in tiling["why"], tiling
+
+
+def test_float64_layers_run_on_numpy():
+    ins, attrs, shapes = rnn_operands("GRU", linear_before_reset=1)
+    ins = [None if a is None else a.astype(np.float64) for a in ins]
+    tiling = DNNL.impl("GRU", 14).tile([None if a is None else TensorType.of(a) for a in ins],
+                                       attrs, TARGET)
+    assert tiling["backend"] == "numpy" and "float64" in tiling["why"], tiling
+
+
+@pytest.mark.parametrize("op,layout_", [("LSTM", 0), ("GRU", 1)])
+def test_sequence_lengths_are_read_at_each_run(op, layout_):
+    """Bound once: lengths that are all seq_length run the primitive, others the numpy
+    kernel bound beside it (Y past a length 0, Y_h the state at its last step)."""
+    ins, attrs, shapes = rnn_operands(op, "bidirectional", layout_, seq=6, batch=3)
+    lens = np.full(3, 6, np.int32)
+    ins[4] = lens
+    impl, types = DNNL.impl(op, 14), [None if a is None else TensorType.of(a) for a in ins]
+    tiling = impl.tile(types, attrs, TARGET)
+    assert tiling["backend"] == "dnnl", tiling
+    ws = np.zeros(tiling["workspace"], np.uint8)
+    outs = [np.full(s, np.nan, np.float32) for s in shapes]
+    call = impl.prepare(ins, outs, attrs, tiling, ws, [i in (1, 2, 3) for i in range(len(ins))])
+    assert call.bound is not None
+    for values in ([6, 6, 6], [6, 2, 0], [3, 6, 1], [6, 6, 6]):
+        lens[:] = values
+        call()
+        want, _, _ = rnn_run(NUMPY, op, ins, attrs, shapes, False)
+        for g, w in zip(outs, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    lens[:] = [7, 6, 6]
+    with pytest.raises(ValueError, match="sequence_lens"):
+        call()
+
+
+def test_packed_weights_are_made_once_in_prepared_memory():
+    """Constant weights are reordered into the primitive's layout once, when bound, into the
+    model's prepared memory: a second task on the same weights shares them."""
+    from aircc.executor.device.memory import DeviceMemory
+    from aircc.executor.device.prepared import PreparedConstants
+
+    store = PreparedConstants(DeviceMemory(16 << 20), "test")
+    ins, attrs, shapes = rnn_operands("LSTM", "bidirectional", 0, seq=4, hidden=16)
+    impl = DNNL.impl("LSTM", 14)
+    tiling = impl.tile([None if a is None else TensorType.of(a) for a in ins], attrs, TARGET)
+    want, _, _ = rnn_run(NUMPY, "LSTM", ins, attrs, shapes, False)
+    made = []
+    for _ in range(2):
+        outs = [np.full(s, np.nan, np.float32) for s in shapes]
+        impl.prepare(ins, outs, attrs, tiling, np.zeros(tiling["workspace"], np.uint8),
+                     [i in (1, 2, 3) for i in range(len(ins))], prepared=store)()
+        made.append(store.nbytes)
+        for g, w in zip(outs, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert made[0] == made[1] >= ins[1].nbytes + ins[2].nbytes
