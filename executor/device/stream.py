@@ -7,7 +7,11 @@ count generations, so a model can record the same event once per run without
 resetting it.
 
 A worker survives any task that raises (the error is kept in ``faults`` and the
-queue goes on).  A worker stuck inside a task cannot be stopped (a thread cannot be
+queue goes on).  A worker that waits longer than ``idle`` seconds for work ends (the
+stream is *parked*), and the next :meth:`Stream.submit` starts a new one: a thread that
+ran oneDNN keeps an OpenMP team of its own for as long as it lives, and once the teams'
+threads outnumber the CPUs libgomp wakes every team the slow way (a loaded model that
+sat idle made another one's LSTM 3.4 -> 11.9 ms).  A worker stuck inside a task cannot be stopped (a thread cannot be
 killed): the device *retires* its stream instead (:meth:`Stream.retire`), so that the
 stuck task and everything queued behind it run to their end on the old thread, after
 which the thread ends, while a new stream takes the old one's place.
@@ -25,6 +29,8 @@ from .threads import mark_device_worker
 
 #: Errors a worker keeps from tasks that raised (the newest ones).
 MAX_FAULTS = 16
+#: Seconds a stream's worker waits for work before it ends (see the module doc).
+IDLE_SECONDS = 0.25
 
 
 class Event:
@@ -60,7 +66,7 @@ class Stream:
     """An in-order task queue with its own device worker (on ``cpus`` if given)."""
 
     def __init__(self, stream_id: int, priority: int = 0, name: str = "device",
-                 cpus: Collection[int] | None = None):
+                 cpus: Collection[int] | None = None, idle: float | None = IDLE_SECONDS):
         self.id = stream_id
         self.priority = priority
         self.name = name
@@ -78,13 +84,31 @@ class Stream:
         self._ending = False
         self._on_end: list[Callable[[], None]] = []
         self._end_lock = threading.Lock()
-        self._worker = threading.Thread(target=self._drain, name=f"{name}-stream{stream_id}",
-                                        daemon=True)
-        self._worker.start()
+        self.idle = idle
+        """Seconds the worker waits for work before it ends (None: it never parks)."""
+        self.parked = False
+        self.workers_started = 0
+        self._worker = self._start_worker()
+
+    def _start_worker(self) -> threading.Thread:
+        worker = threading.Thread(target=self._drain, name=f"{self.name}-stream{self.id}",
+                                  daemon=True)
+        self.workers_started += 1
+        worker.start()
+        return worker
 
     def submit(self, task: Callable[[], None]) -> None:
-        """Queue ``task``; it runs after everything queued before it on this stream."""
+        """Queue ``task``; it runs after everything queued before it on this stream (a parked
+        stream gets a new worker first)."""
         self._queue.put(task)
+        if self.parked:
+            self._unpark()
+
+    def _unpark(self) -> None:
+        with self._end_lock:
+            if self.parked:
+                self.parked = False
+                self._worker = self._start_worker()
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait until every task queued so far has run (on a retired stream: until its
@@ -107,8 +131,8 @@ class Stream:
         """End the worker after what is queued; False if it is still inside a task after
         ``timeout`` seconds (it then ends when that task returns)."""
         self._end()
-        self._worker.join(timeout=timeout)
-        return not self._worker.is_alive()
+        self.drained.wait(timeout=timeout)
+        return self.drained.is_set()
 
     def retire(self, then: Callable[[], None] | None = None) -> None:
         """Take no more work: the worker finishes the task it is in and everything queued
@@ -128,20 +152,28 @@ class Stream:
             if self._ending:
                 return
             self._ending = True
-        self._queue.put(None)
+        self.submit(None)                 # a parked stream's new worker takes it and ends
 
     @property
     def alive(self) -> bool:
-        return self._worker.is_alive()
+        """The stream can run work: its worker runs or waits, or it is parked."""
+        return not self.drained.is_set()
 
     def _drain(self) -> None:
         mark_device_worker()
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)   # this thread only (checked by the device)
         get = self._queue.get
+        ended = True
         try:
             while True:
-                task = get()
+                try:
+                    task = get(timeout=self.idle)
+                except queue.Empty:
+                    if self._park():
+                        ended = False
+                        return
+                    continue
                 if task is None:
                     return
                 self.running_since = time.monotonic()
@@ -154,8 +186,24 @@ class Stream:
                 self.running = None
                 self.tasks_run += 1
         finally:
-            with self._end_lock:
-                then, self._on_end = self._on_end, []
-                self.drained.set()
-            for fn in then:
-                fn()
+            if ended:
+                with self._end_lock:
+                    then, self._on_end = self._on_end, []
+                    self.drained.set()
+                for fn in then:
+                    fn()
+
+    def _park(self) -> bool:
+        """Called by the worker after ``idle`` seconds without work: True if it may end
+        (the stream is parked; the next submit starts a worker), False if work came."""
+        with self._end_lock:
+            if self._ending:
+                return False              # an end is coming: wait for it
+            self.parked = True
+        if self._queue.empty():           # anything put from here on sees ``parked``
+            return True
+        with self._end_lock:              # work came in between: keep it, unless a
+            if self.parked:               # submit already started a new worker
+                self.parked = False
+                return False
+            return True

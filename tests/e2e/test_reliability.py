@@ -62,10 +62,15 @@ def load(builds, mode: str, dev, **kw):
 
 
 def footprint(dev) -> tuple:
-    """What must come back after a fault: device memory, cached blocks, live threads."""
+    """What must come back after a fault: device memory, cached blocks, the process's
+    other threads and the device's live streams, each with at most one worker (a stream
+    idle for a while has none: parked, its next task starts one)."""
     pool = getattr(dev, "caching_allocator", None)
     cached = pool.stats()["cached_blocks"] if pool else 0
-    return dev.memory.used, cached, threading.active_count()
+    workers = [t for t in threading.enumerate() if t.name.startswith(f"dev{dev.id}-")]
+    streams = [s for s in [*dev.streams, dev._control] if s.alive]
+    assert len(workers) <= len(streams), "a device worker outlived its stream"
+    return dev.memory.used, cached, threading.active_count() - len(workers), len(streams)
 
 
 def settled(dev, timeout: float = 10.0) -> None:
@@ -252,7 +257,7 @@ def test_run_after_close_raises_at_once(builds, dev, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_close_during_a_slow_kernel_returns_in_its_bound_and_loses_nothing(builds, dev, mode):
-    threads = threading.active_count()
+    before = footprint(dev)
     m = load(builds, mode, dev)
     want = m.run({"x": X})["y"]
     faults.inject("hang", node="mul1", seconds=2.0)
@@ -277,19 +282,19 @@ def test_close_during_a_slow_kernel_returns_in_its_bound_and_loses_nothing(build
     np.testing.assert_array_equal(other.run({"x": X})["y"], want)
     other.close()
     settled(dev)
-    assert dev.memory.used == 0 and threading.active_count() == threads
+    assert dev.memory.used == 0 and footprint(dev) == before
 
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 def test_a_failed_load_leaves_nothing_behind(builds, mode):
     small = VirtualDevice(64)
-    threads = threading.active_count()
+    before = footprint(small)
     with pytest.raises(DeviceOutOfMemoryError):
         load(builds, mode, small)
-    assert small.memory.used == 0 and threading.active_count() == threads
+    assert small.memory.used == 0 and footprint(small) == before
     small.close()
     dev = VirtualDevice(64 << 20)
-    threads = threading.active_count()
+    before = footprint(dev)
     om = builds[mode]
     contract = om.parsed()
     bad = aircc.formats.OmFile(om.mode, om.sections, om.weights)
@@ -309,7 +314,7 @@ def test_a_failed_load_leaves_nothing_behind(builds, mode):
     else:
         with pytest.raises(aircc.errors.ConfigError):
             aircc.load(om, device=dev, runtime_core_number=2)
-    assert dev.memory.used == 0 and threading.active_count() == threads
+    assert dev.memory.used == 0 and footprint(dev) == before
     dev.close()
 
 
