@@ -2,7 +2,7 @@
 
     python benchmarks/broader.py           # export (or find cached) every model, print its ops
 
-Six families, each at a FULL size (the benchmark's, 1-50 ms on onnxruntime here) and a
+Eight families, each at a FULL size (the benchmark's, 1-50 ms on onnxruntime here) and a
 SMALL size (the tests'), with seeded random weights:
 
 - ``lstm``: token embedding, a 2-layer LSTM, a linear head;
@@ -14,7 +14,9 @@ SMALL size (the tests'), with seeded random weights:
 - ``transformer_encoder``: ``torch.nn.TransformerEncoder`` (batch first, 4 layers, d_model
   256, 4 heads), dynamic batch and sequence;
 - ``causal_decoder``: GPT-like: token and position embeddings, 4 layers of self-attention
-  masked by ``torch.triu`` of a bool tensor, GELU MLPs, a final LayerNorm and LM head.
+  masked by ``torch.triu`` of a bool tensor, GELU MLPs, a final LayerNorm and LM head;
+- ``bert_eager`` / ``bert_sdpa``: a Hugging Face ``BertModel`` of MiniLM's size (6 layers,
+  384 wide, 12 heads) with eager or SDPA attention, padding masked (needs transformers).
 
 The models are in ``torch_models.py``.  Every one is exported with dynamic batch (and
 sequence, for sequence models) axes by the TorchScript exporter (``dynamo=False``, opset
@@ -36,7 +38,7 @@ import numpy as np
 import onnx
 
 from torch_models import (MOBILENET_V3_SMALL, CausalDecoder, CausalSelfAttention, DecoderBlock,
-                          DoubleConv, Encoder, GRUAcoustic, InvertedResidual, LSTMTagger,
+                          DoubleConv, Encoder, GRUAcoustic, HFBert, InvertedResidual, LSTMTagger,
                           MobileNetSE, SqueezeExcite, UNet, make_divisible, nn, torch)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,11 +76,18 @@ class Family:
         """Random inputs of ``shape`` (token ids below the vocabulary, or normal floats)."""
         rng = np.random.default_rng(seed)
         if self.input == "tokens":
-            return {"tokens": rng.integers(0, self.configs[size]["vocab"], shape, dtype=np.int64)}
+            config = self.configs[size]
+            vocab = config.get("vocab", config.get("vocab_size"))
+            return {"tokens": rng.integers(0, vocab, shape, dtype=np.int64)}
         return {self.input: rng.standard_normal(shape).astype(np.float32)}
 
 
 SEQ = {0: "batch", 1: "seq"}
+#: Hugging Face BERT's sizes: MiniLM-L6's (the benchmark's) and a small one (the tests').
+MINILM = dict(vocab_size=1000, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+              intermediate_size=1536, max_position_embeddings=512)
+SMALL_BERT = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=64)
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("lstm", LSTMTagger, (), "tokens", SEQ,
            {"full": dict(vocab=4000, embed=128, hidden=256, layers=2, classes=1000),
@@ -109,6 +118,9 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
            {"full": dict(vocab=4000, d_model=256, heads=4, layers=4, context=256),
             "small": dict(vocab=50, d_model=32, heads=4, layers=2, context=16)},
            {"full": [(1, 128), (4, 64)], "small": [(2, 5), (1, 11)]}, "dynamic"),
+    *(Family(f"bert_{attention}", HFBert, (), "tokens", SEQ,
+             {"full": dict(attention=attention, **MINILM), "small": dict(attention=attention, **SMALL_BERT)},
+             {"full": [(8, 128)], "small": [(2, 7)]}, "dynamic") for attention in ("eager", "sdpa")),
 )}
 
 

@@ -210,3 +210,27 @@ class CausalDecoder(_Module):
         pos = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.blocks(self.tokens(tokens) + self.positions(pos))
         return self.head(self.ln(x))
+
+
+# ------------------------------------------------------------ Hugging Face BERT
+class HFBert(_Module):
+    """A Hugging Face ``BertModel`` (random weights) on token ids, with the padding (id 0)
+    masked out as a tokenizer's ``attention_mask`` would; ``attention`` is the model's
+    ``attn_implementation``: ``eager`` (softmax of the masked scores, written out) or
+    ``sdpa`` (``scaled_dot_product_attention``)."""
+
+    def __init__(self, attention: str, vocab_size: int, hidden_size: int, num_hidden_layers: int,
+                 num_attention_heads: int, intermediate_size: int, max_position_embeddings: int):
+        super().__init__()
+        from transformers import BertConfig, BertModel
+
+        config = BertConfig(vocab_size=vocab_size, hidden_size=hidden_size,
+                            num_hidden_layers=num_hidden_layers,
+                            num_attention_heads=num_attention_heads,
+                            intermediate_size=intermediate_size,
+                            max_position_embeddings=max_position_embeddings,
+                            attn_implementation=attention)
+        self.bert = BertModel(config, add_pooling_layer=False)
+
+    def forward(self, tokens):
+        return self.bert(input_ids=tokens, attention_mask=(tokens != 0).long()).last_hidden_state

@@ -5,7 +5,9 @@ place, and their product with V written straight into the output's head layout.
 
 Four primitives, made once when the task is bound; their operands and scratchpads are
 carved from the task's workspace.  ``nan_guard`` (a mask that may empty a row, as
-PyTorch's key-padding masks do) is left to the numpy kernel, which guards it.
+PyTorch's SDPA exports guard against): one sum over the context tells whether a NaN came
+out (a row of -inf scores gives NaN probabilities), and only then the numpy kernel makes
+that call again, counting NaN probabilities as 0 as the guard does.
 """
 from __future__ import annotations
 
@@ -57,8 +59,8 @@ class _Plan:
 
     def __init__(self, types: list, attrs: dict):
         x, w = types[0], types[1]
-        if x.dtype != "float32" or attrs.get("nan_guard"):
-            raise NotForDnnl(f"{x.dtype} data" if x.dtype != "float32" else "a NaN guard")
+        if x.dtype != "float32":
+            raise NotForDnnl(f"{x.dtype} data")
         seq_in, seq_out = bool(attrs.get("seq_first_in")), bool(attrs.get("seq_first_out"))
         b, s, e, h, d = _geometry(x.shape, w.shape, int(attrs["heads"]), seq_in)
         self.geometry = (b, s, e, h, d)
@@ -133,16 +135,35 @@ class Attention:
     def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
         if tiling.get("backend") == "dnnl" and ws is not None:
             try:
-                return _bind(_Plan([TensorType.of(a) if a is not None else None for a in ins],
-                                   attrs), ins, outs, attrs, ws)
+                run = _bind(_Plan([TensorType.of(a) if a is not None else None for a in ins],
+                                  attrs), ins, outs, attrs, ws)
             except NotForDnnl:
                 pass
+            else:
+                return _guarded(run, ins, outs, attrs, tiling, ws, constant, prepared) \
+                    if attrs.get("nan_guard") else run
         return twin_prepare("Attention", 1, "aircc", ins, outs, attrs, tiling, ws, constant,
                             prepared)
 
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         Attention.prepare(ins, outs, attrs, tiling, ws, [False] * len(ins), None)()
+
+
+def _guarded(run, ins, outs, attrs, tiling, ws, constant, prepared):
+    """``run``, then, when its context has a NaN, numpy's kernel (bound the first time it
+    is needed), which makes it again with the NaN probabilities as 0."""
+    flat = outs[0].reshape(-1)
+    twin: list = []
+
+    def guarded(add=np.add, isnan=math.isnan):
+        run()
+        if isnan(add.reduce(flat)):
+            if not twin:
+                twin.append(twin_prepare("Attention", 1, "aircc", ins, outs, attrs, tiling, ws,
+                                         constant, prepared))
+            twin[0]()
+    return guarded
 
 
 def _bind(plan: _Plan, ins, outs, attrs, ws: np.ndarray):

@@ -209,6 +209,24 @@ def test_attention_matches_numpy(seq_in, seq_out, mask, s):
     same("Attention", ins, attrs, [out], 1, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("empty_row", [False, True])
+def test_attention_with_a_nan_guard_runs_on_onednn_and_zeroes_an_emptied_row(empty_row):
+    """SDPA exports guard the probabilities of a fully masked row (NaN) to 0: oneDNN runs
+    the attention, and only a call whose context came out NaN is made again by numpy."""
+    b, s, e, h = 2, 8, 64, 4
+    mask = np.zeros((b, 1, 1, s), np.float32)
+    mask[1, ..., s // 2:] = -np.inf                    # padding
+    if empty_row:
+        mask[1] = -np.inf                              # every key of batch 1 masked
+    ins = [f32(b, s, e), f32(e, 3 * e) * 0.2, f32(3 * e), mask]
+    attrs = {"heads": h, "base2": 1, "nan_guard": 1}
+    tiling = same("Attention", ins, attrs, [(b, s, h, e // h)], 1, rtol=1e-4, atol=1e-5)
+    assert tiling["backend"] == "dnnl"
+    (got,), _ = run(DNNL, "Attention", ins, attrs, [(b, s, h, e // h)], 1)
+    assert not np.isnan(got).any()
+    assert (got[1] == 0).all() == empty_row            # the emptied rows: zero context
+
+
 @pytest.mark.parametrize("shape,perm", [((1, 64, 12, 12), [0, 2, 3, 1]),    # NCHW -> NHWC
                                         ((1, 12, 12, 64), [0, 3, 1, 2]),    # and back
                                         ((4, 32, 6, 16), [0, 2, 1, 3]),     # attention heads
