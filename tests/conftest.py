@@ -40,6 +40,12 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("fuzzing the .om reader and loader")
         for line in FUZZ[0].splitlines():
             terminalreporter.write_line(line)
+    from dtype_sweep import SUMMARY as DTYPES
+
+    if DTYPES:
+        terminalreporter.section("dtype sweep of the numpy backend's native kernels")
+        for line in DTYPES[0].splitlines():
+            terminalreporter.write_line(line)
     try:
         from conformance import SUMMARY
     except ImportError:

@@ -117,7 +117,8 @@ def lower_dynamic(graph: Graph) -> tuple[ExecGraphSection, dict[str, np.ndarray]
     main = lowering.body(graph, set())
     section = ExecGraphSection(
         list(graph.inputs), list(graph.outputs),
-        {v: _type(lowering.types, v) for v in lowering.types if v not in lowering.constants},
+        {v: _type(lowering.types, v) for v in lowering.types
+         if v not in lowering.constants or v in graph.outputs},
         graph.meta.get("streams", 1), graph.meta.get("events", 0), graph.meta.get("host_ops", 0),
         lowering.nodes, main.kernels, main.device_values)
     return section, lowering.constants

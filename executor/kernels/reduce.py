@@ -49,7 +49,7 @@ REDUCERS: dict[str, Callable] = {
     "ReduceProd": lambda x, a, k, y: np.prod(x, axis=a, keepdims=k, out=y),
     "ReduceL1": lambda x, a, k, y: np.sum(np.abs(x), axis=a, keepdims=k, out=y),
     "ReduceL2": lambda x, a, k, y: np.sqrt(np.sum(np.square(x), axis=a, keepdims=k, out=y),
-                                           out=y),
+                                           out=y, casting="unsafe"),      # integers: truncated
     "ReduceSumSquare": lambda x, a, k, y: np.sum(np.square(x), axis=a, keepdims=k, out=y),
     "ReduceLogSum": lambda x, a, k, y: np.log(np.sum(x, axis=a, keepdims=k, out=y), out=y),
     "ReduceLogSumExp": _lse,
