@@ -118,6 +118,14 @@ def choose_mode(graph: Graph, requested: str) -> str:
     """``auto``: dynamic when an input still has a symbolic dim, else static."""
     if requested not in MODES:
         raise CompileOptionError(f"--mode must be one of {', '.join(MODES)}, got {requested!r}")
+    if requested == "static":
+        host_only = sorted({f"{name} ({t.dtype})" for g in _regions(graph)
+                            for name, t in g.types.items() if t is not None and is_host_only(t.dtype)})
+        if host_only:
+            raise CompileOptionError(
+                f"--mode static: a static model holds device tensors only, and "
+                f"{', '.join(host_only[:3])}{' ...' if len(host_only) > 3 else ''} "
+                f"{'is' if len(host_only) == 1 else 'are'} not; compile with --mode dynamic or auto")
     if requested != "auto":
         return requested
     every_value = all(t is not None and t.is_static and not is_host_only(t.dtype)

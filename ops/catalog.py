@@ -2,8 +2,8 @@
 
 ``aircc ops`` prints it.  An op version runs ``native`` (a kernel of the backend),
 ``control`` (an op with bodies, run as control tasks), or ``fallback`` (onnx's
-reference implementation in the device path, for default-domain ops the backend
-has no kernel for).
+reference implementation in the device path, for ops of the default, ``ai.onnx.ml``
+and ``ai.onnx.preview.training`` domains the backend has no kernel for).
 """
 from __future__ import annotations
 
@@ -26,6 +26,17 @@ def supported_opsets() -> tuple[int, int]:
     fallback kernels, their shape inference and the checker follow (no native definition
     is newer)."""
     return OLDEST_OPSET, onnx.defs.onnx_opset_version()
+
+
+def domain_opsets(domain: str) -> tuple[int, int | None]:
+    """The opsets of ``domain`` aircc imports (first, last): the default domain's
+    :func:`supported_opsets`; another domain onnx defines (``ai.onnx.ml``,
+    ``ai.onnx.preview.training``), the range the installed onnx gives it; a domain onnx
+    does not know (a custom one), (1, None): its ops say what they support."""
+    if domain in ("", "ai.onnx"):
+        return supported_opsets()
+    first, last = onnx.defs.C.schema_version_map().get(domain, (1, None))
+    return first, last
 
 
 @dataclass(frozen=True)
@@ -54,8 +65,8 @@ def op_table(backend: KernelBackend) -> list[OpRow]:
     first_native: dict[tuple[str, str], int] = {}
     for domain, name, since, _ in rows:
         first_native[(domain, name)] = min(since, first_native.get((domain, name), since))
-    rows += [("", name, since, "fallback") for name, since in fallback_ops()
-             if since < first_native.get(("", name), 10**9)]
+    rows += [(domain, name, since, "fallback") for domain, name, since in fallback_ops()
+             if since < first_native.get((domain, name), 10**9)]
     rows.sort()
     starts: dict[tuple[str, str], list[int]] = {}
     for domain, name, since, _ in rows:

@@ -102,13 +102,28 @@ class _Evaluators:
 _EVALUATORS = _Evaluators()
 
 
-def _supported(name: str, version: int, domain: str, schema) -> bool:
-    from onnx.reference.ops import load_op
+#: The domains whose ops the fallback runs: onnx's reference implementation has them.
+FALLBACK_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
 
+
+def _load_op(domain: str, name: str, version: int):
+    """onnx's reference op class (each domain has its own list); raises when it has none."""
+    if domain == "ai.onnx.ml":
+        from onnx.reference.ops.aionnxml import load_op
+    elif domain == "ai.onnx.preview.training":
+        from onnx.reference.ops.aionnx_preview_training import load_op
+    else:
+        from onnx.reference.ops import load_op
+    return load_op(domain, name, version)
+
+
+def _supported(name: str, version: int, domain: str, schema) -> bool:
+    if domain not in FALLBACK_DOMAINS:
+        return False
     if schema.has_function or schema.has_context_dependent_function:
         return True
     try:
-        load_op(domain, name, version)
+        _load_op(domain, name, version)
         return True
     except Exception:
         return False
@@ -166,12 +181,14 @@ def value_type(value) -> TensorType:
     return TensorType.of(np.asarray(value))
 
 
-def fallback_ops() -> list[tuple[str, int]]:
-    """(op, since) of every default-domain op the reference implementation can run."""
+def fallback_ops() -> list[tuple[str, str, int]]:
+    """(domain, op, since) of every op of :data:`FALLBACK_DOMAINS` the reference
+    implementation can run."""
     out = []
     for schema in onnx.defs.get_all_schemas_with_history():
-        if schema.domain not in ("", "ai.onnx") or schema.deprecated:
+        domain = "" if schema.domain == "ai.onnx" else schema.domain
+        if domain not in FALLBACK_DOMAINS or schema.deprecated:
             continue
-        if _supported(schema.name, schema.since_version, "", schema):
-            out.append((schema.name, schema.since_version))
+        if _supported(schema.name, schema.since_version, domain, schema):
+            out.append((domain, schema.name, schema.since_version))
     return sorted(set(out))

@@ -15,8 +15,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from aircc.errors import CompileOptionError, ModelImportError
-from aircc.ops.catalog import supported_opsets
+from aircc.errors import CompileOptionError, ModelImportError, UnsupportedOpError
+from aircc.ops.catalog import domain_opsets, supported_opsets
+from aircc.ops.registry import canonical_domain
 
 from ..ir.graph import Dim, Graph, Node, TensorType
 
@@ -98,6 +99,39 @@ def convert_attribute(attr: onnx.AttributeProto, import_region):
     return value
 
 
+def refuse_non_tensor_io(proto: onnx.NodeProto, domain: str, version: int, node: str) -> None:
+    """UnsupportedOpError for an op whose input or output is a map or a sequence of maps
+    (ZipMap, DictVectorizer, CastMap): aircc's values are tensors and sequences of them."""
+    try:
+        schema = onnx.defs.get_schema(proto.op_type, version or onnx.defs.onnx_opset_version(),
+                                      domain)
+    except Exception:
+        return          # an op onnx does not know: the op lookup names it
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    for kind, formals in (("input", schema.inputs), ("output", schema.outputs)):
+        for f in formals:
+            types = allowed.get(f.type_str, [f.type_str])
+            if types and all("map(" in t for t in types):
+                raise UnsupportedOpError(proto.op_type, domain, version, node, reason=(
+                    f"its {kind} '{f.name}' is {' or '.join(types)}: aircc supports tensor "
+                    f"values only (ZipMap's maps: convert with zipmap=False, say)"))
+
+
+def string_tensor_attributes(attrs: dict) -> dict:
+    """A LabelEncoder's string ``keys_tensor`` / ``values_tensor`` / ``default_tensor`` as
+    the equivalent ``keys_strings`` / ``values_strings`` / ``default_string`` (opset 4
+    takes either; an .om keeps no string tensors)."""
+    out = dict(attrs)
+    for name, plain in (("keys", "keys_strings"), ("values", "values_strings"),
+                        ("default", "default_string")):
+        t = attrs.get(f"{name}_tensor")
+        if isinstance(t, np.ndarray) and t.dtype == object:
+            del out[f"{name}_tensor"]
+            items = [v.decode() if isinstance(v, bytes) else str(v) for v in t.reshape(-1)]
+            out[plain] = items[0] if name == "default" else items
+    return out
+
+
 class _Importer:
     def __init__(self, opsets: dict[str, int]):
         self.opsets = opsets
@@ -157,22 +191,35 @@ class _Importer:
                 if isinstance(value, Graph):
                     value.meta["attribute"] = a.name
                 attrs[a.name] = value
-            domain = "" if proto.domain in ("", "ai.onnx") else proto.domain
+            domain = canonical_domain(proto.domain)    # its version: its own domain's import
             op_type, version = proto.op_type, self.opsets.get(domain, 0)
+            node_name = self.node_name(proto, index)
+            refuse_non_tensor_io(proto, domain, version, node_name)
+            if domain == "ai.onnx.ml" and op_type == "LabelEncoder":
+                attrs = string_tensor_attributes(attrs)
             if not domain and op_type in RENAMED_OPS:
                 op_type, since = RENAMED_OPS[op_type]
                 version = max(version, since)
             node = Node(op=op_type, inputs=list(proto.input), outputs=list(proto.output),
                         attrs={k: v for k, v in attrs.items() if not isinstance(v, Graph)},
-                        name=self.node_name(proto, index), domain=domain,
+                        name=node_name, domain=domain,
                         version=version, regions=regions)
             g.nodes.append(node)
         g.outputs = [o.name for o in gp.output]
         return g
 
 
-def check_opset(version: int) -> None:
-    """ModelImportError unless ``version`` of the default domain is one aircc supports."""
+def check_opset(version: int, domain: str = "") -> None:
+    """ModelImportError unless ``version`` of ``domain`` is one aircc supports: the default
+    domain's from :func:`supported_opsets`, another domain's those the installed onnx
+    defines (``ai.onnx.ml`` 1 to 5, ``ai.onnx.preview.training`` 1, ...)."""
+    if canonical_domain(domain):
+        first, last = domain_opsets(domain)
+        if last is not None and not first <= version <= last:
+            raise ModelImportError(f"the model uses opset {version} of domain {domain}; aircc "
+                                   f"supports opsets {first} to {last} (those of onnx "
+                                   f"{onnx.__version__})")
+        return
     first, last = supported_opsets()
     if version > last:
         raise ModelImportError(f"opset {version} of the default domain is newer than aircc "
@@ -186,9 +233,9 @@ def import_onnx(source, input_shapes: Mapping[str, Sequence[Dim]] | None = None,
                 name: str | None = None) -> Graph:
     """Import an ONNX model (path, bytes or ModelProto) into an AIR IR graph."""
     model = load_onnx(source)
-    opsets = {("" if o.domain in ("", "ai.onnx") else o.domain): int(o.version)
-              for o in model.opset_import}
-    check_opset(opsets.get("", 0))
+    opsets = {canonical_domain(o.domain): int(o.version) for o in model.opset_import}
+    for domain, version in opsets.items():     # a model may import only ai.onnx.ml, say
+        check_opset(version, domain)
     if not model.graph.output:
         raise ModelImportError("the model's graph has no outputs: there is nothing to compute")
     graph = _Importer(opsets).import_graph(model.graph, "main", input_shapes)
