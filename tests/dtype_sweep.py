@@ -32,7 +32,7 @@ UNIT = {"Acos", "Asin", "Atanh"}
 AT_LEAST_1 = {"Acosh"}
 UNARY = ("Abs Acos Acosh Asin Asinh Atan Atanh Ceil Celu Cos Cosh Elu Erf Exp Floor Gelu "
          "HardSigmoid HardSwish Hardmax Identity IsInf IsNaN LeakyRelu Log LogSoftmax Mish Neg "
-         "Not Reciprocal Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softmax Softplus Softsign "
+         "Not BitwiseNot Reciprocal Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softmax Softplus Softsign "
          "Sqrt Tan Tanh ThresholdedRelu Dropout Flatten Transpose Shape Size ArgMax ArgMin "
          "Trilu GlobalAveragePool GlobalMaxPool").split()
 BINARY = ("Add Sub Mul Div Mod Pow Equal Greater GreaterOrEqual Less LessOrEqual And Or Xor "
@@ -183,6 +183,15 @@ def _fill(op: str, s: Spec) -> None:
         s.x((4, 3)).feed(i64([[0, 3], [2, -1]]))
     elif op == "GatherElements":
         s.x((3, 4)).feed(s.rng.integers(-3, 3, (2, s.shape((3, 4))[1]))).attrs["axis"] = 0
+    elif op == "GatherND":
+        s.x((4, 3, 2)).feed(i64([[[0, 2], [3, -1]], [[1, 0], [2, 1]]]))
+    elif op == "ScatterElements":
+        n = s.shape((3, 4))[1]
+        s.x((3, 4)).feed(s.rng.integers(-3, 3, (2, n))).x((2, 4) if not s.big else (2, n))
+        s.attrs.update(axis=0, reduction="add")            # repeated indices each count
+    elif op == "ScatterND":
+        s.x((4, 3)).feed(i64([[1], [-1], [1]])).x((3, 3))
+        s.attrs["reduction"] = "add"
     elif op in ("Gemm", "MatMul"):
         m, k, n = (64, 48, 32) if s.big else (2, 3, 4)
         s.feed(data(s.rng, s.dtype, (m, k))).feed(data(s.rng, s.dtype, (k, n)))

@@ -212,6 +212,7 @@ UNARY = [
     ("Erf", 9, lambda x, y, a: erf(x, y)),
     ("Sign", 9, _ufunc(np.sign)),
     ("Not", 1, _ufunc(np.logical_not)),
+    ("BitwiseNot", 18, _ufunc(np.invert)),
     ("Sin", 7, _ufunc(np.sin)),
     ("Cos", 7, _ufunc(np.cos)),
     ("Tan", 7, _ufunc(np.tan)),

@@ -39,6 +39,7 @@ UNARY: list[tuple[str, int, str, ShapeRule]] = [
     ("Erf", 9, "The error function of x.", same_type),
     ("Sign", 9, "-1, 0 or 1 by the sign of x.", same_type),
     ("Not", 1, "Logical not of a bool x.", same_type),
+    ("BitwiseNot", 18, "The bits of an integer x inverted.", same_type),
     ("Sin", 7, "sin(x).", same_type),
     ("Cos", 7, "cos(x).", same_type),
     ("Tan", 7, "tan(x).", same_type),

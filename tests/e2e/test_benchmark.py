@@ -72,7 +72,8 @@ def test_broader_model_against_each_usable_target_with_a_contended_run(tmp_path)
     assert contended["contended"]["targets"]["native"]["aircc_ms"] > 0
     assert contended["contended"]["onnxruntime_ms"] > 0
     assert "while True: pass" in contended["neighbour"]["what"]
-    assert 0.2 < contended["neighbour"]["core_share"] <= 1.05          # it did take a core
+    assert 0.2 < contended["neighbour"]["core_share"] <= 1.2           # it did take a core
+    # (its CPU time is counted in scheduler ticks: over a 1-2 s block, a tick or two past 1)
     assert row["others_cpu_cores"] >= 0                                # what other processes took
     assert contended["contended"]["others_cpu_cores"] > 0.2             # the neighbour among them
     table = (tmp_path / "results.md").read_text()

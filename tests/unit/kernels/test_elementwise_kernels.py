@@ -24,6 +24,10 @@ def test_unary(name, since):
     x = rand(3, 4, 5, lo=lo, hi=hi)
     if name == "Not":
         x = RNG.integers(0, 2, size=(3, 4)).astype(bool)
+    elif name == "BitwiseNot":                  # integers only: both signs, and unsigned
+        check(name, [RNG.integers(-100, 100, size=(3, 4)).astype(np.int32)], opset=since)
+        check(name, [RNG.integers(0, 255, size=(3, 4)).astype(np.uint8)], opset=since)
+        return
     elif name == "IsNaN":
         x[0, 0, :2] = np.nan
     elif name == "Round":

@@ -126,3 +126,29 @@ def test_pad_axes_and_wrap():
                                                    (10, 0, 1, np.int64)])
 def test_range(start, limit, delta, dt):
     check("Range", [np.array(start, dt), np.array(limit, dt), np.array(delta, dt)], opset=11)
+
+
+def test_gather_nd_with_batch_dims_and_negative_indices():
+    x = rand(4, 3, 2)
+    check("GatherND", [x, np.array([[0, 2], [3, -1]], np.int64)], opset=13)
+    check("GatherND", [x, np.array([[[1]], [[-4]]], np.int64)], opset=13)
+    check("GatherND", [x, np.array([[1], [0], [2], [-1]], np.int64)], {"batch_dims": 1}, opset=13)
+    check("GatherND", [ints(2, 3, 4), np.array([[[1, 3]], [[0, 0]]], np.int32)],
+          {"batch_dims": 1}, opset=12)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements_and_nd_reduce_repeated_indices(reduction):
+    """Repeated indices each count for a reduction (ufunc.at, not buffered assignment)."""
+    x, upd = rand(3, 4), rand(2, 4)
+    idx = np.array([[1, 0, 2, 1], [1, -3, 0, 2]], np.int64)      # row 1 of column 0 twice
+    attrs = {"axis": 0} if reduction == "none" else {"axis": 0, "reduction": reduction}
+    if reduction == "none":
+        idx = np.array([[1, 0, 2, 1], [0, 2, 1, -1]], np.int64)  # the spec: no repeats
+    check("ScatterElements", [x, idx, upd], attrs, opset=18)
+    nd_idx = np.array([[1], [-1], [1]], np.int64) if reduction != "none" else \
+        np.array([[1], [-1], [0]], np.int64)
+    check("ScatterND", [rand(4, 3), nd_idx, rand(3, 3)],
+          {} if reduction == "none" else {"reduction": reduction}, opset=18)
+    check("ScatterND", [rand(2, 3), np.array([[0, 2], [1, 0]], np.int64), rand(2)],
+          {} if reduction == "none" else {"reduction": reduction}, opset=18)
