@@ -13,9 +13,14 @@ from .numpy_backend import NUMPY
 REDUCE = {"none": None, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def _reduction(attrs: dict):
+def _scatter(y: np.ndarray, where: tuple, values: np.ndarray, attrs: dict) -> None:
+    """``y[where] = values``, or reduced into ``y`` by the node's ``reduction``."""
     r = attrs.get("reduction", "none")
-    return REDUCE[r.decode() if isinstance(r, bytes) else r]
+    ufunc = REDUCE[r.decode() if isinstance(r, bytes) else r]
+    if ufunc is None:
+        y[where] = values
+    else:
+        ufunc.at(y, where, values)
 
 
 def _wrapped(idx: np.ndarray, dims) -> np.ndarray:
@@ -49,11 +54,7 @@ class ScatterElements:
         np.copyto(y, x)
         where = list(np.indices(idx.shape, sparse=True))
         where[axis] = _wrapped(idx, x.shape[axis])
-        ufunc = _reduction(attrs)
-        if ufunc is None:
-            y[tuple(where)] = upd
-        else:
-            ufunc.at(y, tuple(where), upd)
+        _scatter(y, tuple(where), upd, attrs)
 
 
 @NUMPY.kernel("ScatterND", 11)
@@ -66,9 +67,4 @@ class ScatterND:
         np.copyto(y, x)
         tuples = _wrapped(idx.reshape(-1, k), x.shape[:k])
         slices = upd.reshape(tuples.shape[0], *x.shape[k:])
-        where = tuple(tuples.T)
-        ufunc = _reduction(attrs)
-        if ufunc is None:
-            y[where] = slices
-        else:
-            ufunc.at(y, where, slices)
+        _scatter(y, tuple(tuples.T), slices, attrs)
