@@ -10,14 +10,22 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
+import ml_dtypes
 import numpy as np
 
 from aircc.errors import ModelFormatError
 
+#: ONNX's narrow element types as ml_dtypes' numpy dtypes, by name: bfloat16 (2 bytes), the
+#: float8, float6 and float4 types, int4/uint4 and int2/uint2 (1 byte per element, unpacked).
+ML_DTYPES = {name: np.dtype(getattr(ml_dtypes, name)) for name in (
+    "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+    "int4", "uint4", "int2", "uint2")}
+
 #: dtype names allowed for weights, operands and ndarrays inside payloads (stored little-endian).
 DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
                     "uint8", "uint16", "uint32", "uint64",
-                    "float16", "float32", "float64", "complex64", "complex128"})
+                    "float16", "float32", "float64", "complex64", "complex128", *ML_DTYPES})
 
 #: Most dims a stored shape may have.
 MAX_RANK = 64
@@ -34,11 +42,13 @@ def dtype_from_name(name: Any) -> np.dtype:
     """The little-endian numpy dtype for a stored dtype name; ValueError if not allowed."""
     if not isinstance(name, str) or name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r} (known: {', '.join(sorted(DTYPES))})")
-    return np.dtype(name).newbyteorder("<")
+    return ML_DTYPES[name] if name in ML_DTYPES else np.dtype(name).newbyteorder("<")
 
 
 def dtype_name(dtype: np.dtype) -> str | None:
     """The stored name of a numpy dtype, or None if the format cannot store it."""
+    if ML_DTYPES.get(dtype.name) == dtype:
+        return dtype.name
     name = dtype.name if dtype.kind in "biufc" else None
     return name if name in DTYPES else None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+import ml_dtypes  # noqa: F401 - makes np.dtype("bfloat16"), "float8_e4m3fn", "int4"... known
 import numpy as np
 
 Dim = Union[int, str]

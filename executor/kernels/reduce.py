@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+import ml_dtypes
 import numpy as np
 
 from aircc.ops.defs.reduce import AXES_INPUT_SINCE, REDUCE_OPS
@@ -20,9 +21,10 @@ def _identity(x: np.ndarray, largest: bool):
     """The identity of max (largest=False) or min over x's dtype: what an empty reduction gives."""
     if x.dtype == np.bool_:
         return bool(largest)
-    if x.dtype.kind == "f":
+    if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
         return np.inf if largest else -np.inf
-    info = np.iinfo(x.dtype)
+    # integers, and ml_dtypes' narrow types (int4, float8 without an infinity)
+    info = (ml_dtypes.iinfo if "int" in x.dtype.name else ml_dtypes.finfo)(x.dtype)
     return info.max if largest else info.min
 
 

@@ -2,6 +2,7 @@
 Dropout, Cast, CastLike, Shape, Size (their shape rules: :mod:`aircc.ops.defs.shape_ops`)."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from aircc.ops.defs.shape_ops import shape_range
@@ -110,17 +111,36 @@ class Dropout12:
 
 
 # ------------------------------------------------------------------- Cast
+#: float8 types a Cast with ``saturate`` (default 1) clamps to their largest finite value.
+_SATURATING = {"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"}
+
+
 def _cast(ins, outs, attrs, tiling, ws) -> None:
+    """numpy's cast, which ml_dtypes makes round-to-nearest-even for its narrow types
+    (bfloat16, float8, float4, int4, int2); as onnx's reference: with ``saturate`` a float8
+    result is clamped to +-max first (NaN stays NaN), float8_e8m0fnu rounds as ``round_mode``."""
+    x, y = ins[0], outs[0]
     with np.errstate(invalid="ignore", over="ignore"):
-        np.copyto(outs[0], ins[0], casting="unsafe")
+        if y.dtype.name in _SATURATING and attrs.get("saturate", 1):
+            big = float(ml_dtypes.finfo(y.dtype).max)
+            x = np.clip(x.astype(np.float32) if x.dtype.kind != "f" or x.dtype.itemsize < 2
+                        else x, -big, big)
+        elif y.dtype.name == "float8_e8m0fnu":
+            from onnx.numpy_helper import to_float8e8m0   # onnx's rounding of the exponent
+
+            mode = attrs.get("round_mode", "up")
+            x = to_float8e8m0(x, bool(attrs.get("saturate", 1)),
+                              mode.decode() if isinstance(mode, bytes) else mode)
+        np.copyto(y, x, casting="unsafe")
 
 
 def _bound_cast(ins, outs, attrs, tiling, ws, constant, prepared=None):
-    """A cast that cannot overflow or be invalid (from bool or an integer to a float, or
-    to a wider float) bound as one copy: no error-state switch around it."""
+    """A cast that cannot overflow or be invalid (from bool or an integer to a numpy float,
+    or to a wider one) bound as one copy: no error-state switch around it."""
     x, y = ins[0], outs[0]
-    if not (y.dtype.kind == "f" and (x.dtype.kind in "biu" or (x.dtype.kind == "f"
-                                                               and y.dtype.itemsize >= x.dtype.itemsize))):
+    if not (y.dtype.name in ("float16", "float32", "float64")      # not to an ml_dtypes type
+            and (x.dtype.kind in "biu" or (x.dtype.kind == "f"
+                                           and y.dtype.itemsize >= x.dtype.itemsize))):
         return None
     return lambda copyto=np.copyto: copyto(y, x, casting="unsafe")
 
