@@ -22,11 +22,44 @@ from .executor.device.device import VirtualDevice, default_device
 from .formats import dump_om, load_om
 
 
+class SequenceArray(np.ndarray):
+    """A sequence as the backend API returns it: a 1-D object array of its tensors, equal
+    to another element by element (same dtype, shape and values)."""
+
+    def __eq__(self, other):
+        mine, theirs = np.asarray(self).reshape(-1), np.asarray(other, dtype=object).reshape(-1)
+        if len(mine) != len(theirs):
+            return np.zeros(self.shape, bool)
+        return np.array([np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(a, b)
+                         for a, b in zip(mine, theirs)], bool).reshape(self.shape)
+
+    def __ne__(self, other):
+        return ~self.__eq__(other)
+
+
 def as_array(value) -> np.ndarray:
-    """A feed as a numpy array (TensorProto feeds are converted)."""
+    """A feed or result as a numpy array (TensorProto feeds are converted); a sequence (a
+    list) as a :class:`SequenceArray`, an empty optional (None) as a 0-d object array."""
     if isinstance(value, onnx.TensorProto):
         return onnx.numpy_helper.to_array(value)
+    if isinstance(value, (list, tuple)):
+        out = np.empty(len(value), object)
+        for k, v in enumerate(value):
+            out[k] = as_array(v)
+        return out.view(SequenceArray)
     return np.asarray(value)
+
+
+def as_feed(value):
+    """A feed for :meth:`LoadedModel.run`: an array, a sequence as a list of arrays, an
+    empty optional as None."""
+    if value is None or isinstance(value, np.ndarray) and value.dtype == object \
+            and value.ndim == 0 and value.item() is None:
+        return None
+    if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.dtype == object \
+            and value.ndim == 1 and all(isinstance(v, np.ndarray) for v in value):
+        return [as_feed(v) for v in value]
+    return as_array(value)
 
 
 class AirccBackendRep(BackendRep):
@@ -41,9 +74,9 @@ class AirccBackendRep(BackendRep):
             feeds = dict(inputs)
         else:
             values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            feeds = {name: as_array(v) for name, v in zip(self.input_names, values)}
+            feeds = {name: as_feed(v) for name, v in zip(self.input_names, values)}
         outputs = self.model.run(feeds)
-        return tuple(outputs.values())
+        return tuple(v if isinstance(v, np.ndarray) else as_array(v) for v in outputs.values())
 
 
 class AirccBackend(Backend):

@@ -9,6 +9,7 @@ import numpy as np
 
 from aircc.errors import CommandLineError, DeviceError, InputError
 
+from . import value_files
 from .errors import EXIT_CODES_HELP, OneLineErrorCommand
 from .paths import check_output_path, write_atomically
 
@@ -37,11 +38,12 @@ def load_array_file(path: str) -> np.ndarray | np.lib.npyio.NpzFile:
         raise InputError(f"input file {path!r} cannot be loaded: {type(e).__name__}: {e}") from None
 
 
-def read_npz(path: str, known: list[str]) -> dict[str, np.ndarray]:
-    """Every array of the .npz at ``path``, by name; each must be an input of the model."""
+def read_npz(path: str, known: list[str], specs: list[dict] | None = None) -> dict:
+    """Every array of the .npz at ``path``, by name; each must be an input of the model
+    (with ``specs``: sequences and optionals as :mod:`.value_files` says)."""
     feeds = {}
     with load_array_file(path) as z:
-        unknown = sorted(set(z.files) - set(known))
+        unknown = [] if specs else sorted(set(z.files) - set(known))
         if unknown:
             raise InputError(f"input file {path!r} holds {unknown}, which the model does not "
                              f"have; its inputs are {known}")
@@ -51,7 +53,7 @@ def read_npz(path: str, known: list[str]) -> dict[str, np.ndarray]:
             except Exception as e:
                 raise InputError(f"input file {path!r}: array {k!r} cannot be loaded: "
                                  f"{type(e).__name__}: {e}") from None
-    return feeds
+    return feeds if specs is None else value_files.unpack(feeds, specs, path)
 
 
 def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndarray]:
@@ -71,7 +73,7 @@ def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndar
             if name:
                 raise InputError(f"--input {spec}: an .npz holds inputs by name; give it "
                                  f"without NAME=")
-            feeds.update(read_npz(path, positional))
+            feeds.update(read_npz(path, positional, inputs))
             continue
         if not name:
             free = [n for n in positional if n not in feeds]
@@ -79,7 +81,25 @@ def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndar
                 raise InputError(f"--input {path}: more input files than the model has "
                                  f"inputs ({positional})")
             name = free[0]
+        dtype = next(i["dtype"] for i in inputs if i["name"] == name)
+        if value_files.kind(dtype) == "sequence" or dtype.startswith("optional:sequence:"):
+            raise InputError(f"--input {spec}: input '{name}' is a {dtype}; give it in an .npz "
+                             f"as {name}/0, {name}/1, ... ({name}/ alone when empty)")
         feeds[name] = loaded
+    return value_files.empty_optionals(feeds, inputs)
+
+
+def narrow_type_bits(feeds: dict[str, np.ndarray], inputs: list[dict]) -> dict[str, np.ndarray]:
+    """Feeds of the inputs typed bfloat16, float8, float4, int4 or int2 (ml_dtypes' dtypes)
+    as ``np.save`` writes such arrays: raw bytes (``|V2`` for bfloat16, ``|V1`` for the
+    others), read back as the input's dtype (the same bits)."""
+    from aircc.formats.checks import ML_DTYPES
+
+    for i in inputs:
+        a, dt = feeds.get(i["name"]), ML_DTYPES.get(i["dtype"])
+        if (dt is not None and isinstance(a, np.ndarray) and a.dtype.kind == "V"
+                and a.dtype.names is None and a.dtype.itemsize == dt.itemsize):
+            feeds[i["name"]] = a.view(dt)
     return feeds
 
 
@@ -88,6 +108,9 @@ def random_inputs(inputs: list[dict], seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in inputs:
+        if value_files.kind(i["dtype"]) != "tensor":
+            raise CommandLineError(f"--random: input '{i['name']}' is a {i['dtype']}; give "
+                                   f"--input")
         if not all(isinstance(d, int) for d in i["shape"]):
             raise CommandLineError(f"--random: input '{i['name']}' has a symbolic shape "
                                    f"{i['shape']}; give --input")
@@ -204,7 +227,7 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
     if random_seed is not None:
         feeds = random_inputs(m.inputs, random_seed)
     else:
-        feeds = read_inputs(input_specs, m.inputs)
+        feeds = narrow_type_bits(read_inputs(input_specs, m.inputs), m.inputs)
     with m.device.host_thread_on_device_cpus():
         if benchmark:
             click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
@@ -213,10 +236,11 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
             outputs = m.run(feeds)
         run_s = (time.perf_counter() - t0) / repeat
     if output:
-        write_atomically(npz_path(output), lambda f: np.savez(f, **outputs))
+        packed = value_files.pack(outputs, m.outputs)
+        write_atomically(npz_path(output), lambda f: np.savez(f, **packed))
     for name, value in outputs.items():
-        click.echo(f"{name}: {value.dtype}{list(value.shape)}")
-        if not quiet:
+        click.echo(f"{name}: {value_files.describe(value)}")
+        if not quiet and value is not None:
             with np.printoptions(precision=5, threshold=20, edgeitems=4, suppress=True):
                 click.echo(f"  {value}")
     stats = m.device.stats

@@ -15,8 +15,9 @@ MODES = ("static", "dynamic")
 
 
 #: A run-time value's dtype name: numpy's (``float32``, ``bfloat16``, ``object`` for
-#: strings), or ``sequence:<dtype>``.
-VALUE_DTYPE = re.compile(r"(sequence:)?[a-z][a-z0-9_]*")
+#: strings), ``sequence:<dtype>`` (a list of tensors), ``optional:<dtype>`` or
+#: ``optional:sequence:<dtype>`` (None or the value).
+VALUE_DTYPE = re.compile(r"(optional:)?(sequence:)?[a-z][a-z0-9_]*")
 
 
 def known_dtype(name: str) -> bool:
@@ -37,8 +38,10 @@ def known_dtype(name: str) -> bool:
 def value_dtype(c: Checker, d: Mapping, key: str, where: str) -> str:
     """A run-time value's dtype name (see :data:`VALUE_DTYPE`), one numpy knows."""
     v = c.str(d, key, where)
-    if not VALUE_DTYPE.fullmatch(v) or not known_dtype(v.removeprefix("sequence:")):
-        c.fail(f"{where}.{key}", f"must be a dtype name or 'sequence:<dtype>', got {v!r}")
+    if not VALUE_DTYPE.fullmatch(v) or not known_dtype(
+            v.removeprefix("optional:").removeprefix("sequence:")):
+        c.fail(f"{where}.{key}", f"must be a dtype name, 'sequence:<dtype>', 'optional:<dtype>' "
+                                 f"or 'optional:sequence:<dtype>', got {v!r}")
     return v
 
 

@@ -12,4 +12,4 @@ from .registry import (InferContext, OpDef, all_definitions, define, definitions
 from .machine import check_target, resolve_target  # noqa: F401
 from .targets import Target  # noqa: F401
 from .traits import Trait  # noqa: F401
-from .types import Dim, TensorType, is_host_only, types_of  # noqa: F401
+from .types import Dim, TensorType, is_host_only, types_of, value_kind  # noqa: F401

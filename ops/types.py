@@ -18,8 +18,15 @@ Dim = Union[int, str]
 
 
 def is_host_only(dtype: str) -> bool:
-    """Strings (numpy ``object``) and sequences (``sequence:<elem>``) live on the host only."""
-    return dtype == "object" or dtype.startswith("sequence:")
+    """Strings (numpy ``object``), sequences (``sequence:<elem>``) and optionals
+    (``optional:<inner>``) live on the host only."""
+    return dtype == "object" or dtype.startswith(("sequence:", "optional:"))
+
+
+def value_kind(dtype: str) -> str:
+    """``tensor``, ``sequence`` (a list of arrays) or ``optional`` (None or its inner value)."""
+    return "sequence" if dtype.startswith("sequence:") else \
+        "optional" if dtype.startswith("optional:") else "tensor"
 
 
 def onnx_to_np(elem_type) -> str:

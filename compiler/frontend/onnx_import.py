@@ -20,6 +20,7 @@ from aircc.ops.catalog import domain_opsets, supported_opsets
 from aircc.ops.registry import canonical_domain
 
 from ..ir.graph import Dim, Graph, Node, TensorType
+from .functions import expand_nodes, has_expanded_ops, known_types
 
 #: Deprecated ops and the op with the same semantics that replaced them: (op, since).
 RENAMED_OPS = {"Scatter": ("ScatterElements", 11)}
@@ -55,11 +56,25 @@ def onnx_dtype(elem_type: int) -> str:
                                f"({onnx.TensorProto.DataType.Name(elem_type)})") from e
 
 
+def value_dtype_of(tp: onnx.TypeProto, name: str) -> str:
+    """The IR dtype of a TypeProto: ``float32``, ``sequence:float32``, ``optional:float32``,
+    ``optional:sequence:float32`` (sequences and optionals of tensors)."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return onnx_dtype(tp.tensor_type.elem_type)
+    if kind == "sequence_type" and tp.sequence_type.elem_type.HasField("tensor_type"):
+        return "sequence:" + onnx_dtype(tp.sequence_type.elem_type.tensor_type.elem_type)
+    if kind == "optional_type" and tp.optional_type.elem_type.WhichOneof("value") in (
+            "tensor_type", "sequence_type"):
+        return "optional:" + value_dtype_of(tp.optional_type.elem_type, name)
+    raise ModelImportError(f"value '{name}' has type '{kind}': aircc supports tensors, "
+                           f"sequences of tensors and optionals of either")
+
+
 def _type_from_proto(vi: onnx.ValueInfoProto, fresh) -> TensorType:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
-        kind = vi.type.WhichOneof("value")
-        raise ModelImportError(f"value '{vi.name}' has type '{kind}': only tensors are supported")
+        return TensorType(value_dtype_of(vi.type, vi.name), None)
     if not tt.HasField("shape"):
         return TensorType(onnx_dtype(tt.elem_type), None)
     dims: list[Dim] = []
@@ -80,7 +95,9 @@ def convert_attribute(attr: onnx.AttributeProto, import_region):
         return import_region(attr.g)
     if attr.type == A.GRAPHS:
         return [import_region(g) for g in attr.graphs]
-    if attr.type in (A.SPARSE_TENSOR, A.SPARSE_TENSORS, A.TYPE_PROTO, A.TYPE_PROTOS):
+    if attr.type == A.TYPE_PROTO:          # Optional's ``type``: kept as its IR dtype name
+        return value_dtype_of(attr.tp, f"{attr.name} attribute")
+    if attr.type in (A.SPARSE_TENSOR, A.SPARSE_TENSORS, A.TYPE_PROTOS):
         raise ModelImportError(f"attribute '{attr.name}' of type "
                                f"{A.AttributeType.Name(attr.type)} is not supported")
     value = helper.get_attribute_value(attr)
@@ -137,6 +154,7 @@ class _Importer:
         self.opsets = opsets
         self.node_names: set[str] = set()
         self.symbols = 0
+        self.types: dict | None = None    # every value's TypeProto, to expand SequenceMap
 
     def fresh_symbol(self, hint: str) -> str:
         self.symbols += 1
@@ -178,7 +196,9 @@ class _Importer:
         if shapes and name == "main":
             raise CompileOptionError(f"--input-shape names unknown inputs {sorted(shapes)}; "
                                      f"the model's inputs are {g.inputs}")
-        for index, proto in enumerate(gp.node):
+        nodes = gp.node if self.types is None else expand_nodes(gp, self.opsets.get("", 0),
+                                                                 self.types)
+        for index, proto in enumerate(nodes):
             attrs, regions = {}, []
 
             def import_region(sub: onnx.GraphProto, _attr_name=[None]) -> Graph:
@@ -238,7 +258,10 @@ def import_onnx(source, input_shapes: Mapping[str, Sequence[Dim]] | None = None,
         check_opset(version, domain)
     if not model.graph.output:
         raise ModelImportError("the model's graph has no outputs: there is nothing to compute")
-    graph = _Importer(opsets).import_graph(model.graph, "main", input_shapes)
+    importer = _Importer(opsets)
+    if has_expanded_ops(model):
+        importer.types = known_types(model)
+    graph = importer.import_graph(model.graph, "main", input_shapes)
     graph.meta["model_name"] = name or model.graph.name or "model"
     graph.meta["producer"] = f"{model.producer_name} {model.producer_version}".strip()
     return graph

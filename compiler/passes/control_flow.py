@@ -25,6 +25,8 @@ def merge_types(a: TensorType | None, b: TensorType | None, hint: str) -> Tensor
     """The most precise type both ``a`` and ``b`` fit (differing dims become symbols)."""
     if a is None or b is None:
         return a or b
+    if a.dtype == "optional:" + b.dtype or b.dtype == "optional:" + a.dtype:
+        return TensorType(max(a.dtype, b.dtype, key=len), None)   # an optional and its value
     if a.dtype != b.dtype:
         raise ShapeInferenceError(f"{hint}: types {a.dtype} and {b.dtype} disagree")
     if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):

@@ -19,7 +19,7 @@ from aircc.ops.backend import KernelBackend
 #: The modules of this package that register kernels, imported when the backend loads.
 KERNEL_MODULES = ("elementwise", "binary", "gelu", "softmax", "reduce", "gemm", "attention",
                   "fused", "conv", "pool", "norm", "spatial", "shape_ops", "movement",
-                  "constant", "misc", "control_tasks", "rnn", "ml", "scatter")
+                  "constant", "misc", "control_tasks", "rnn", "ml", "scatter", "optional")
 
 
 def _load_kernels() -> None:

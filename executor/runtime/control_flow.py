@@ -14,6 +14,9 @@ from aircc.errors import AirccError, ModelFormatError
 from aircc.formats.exec_graph import Body, ExecGraphSection, ExecNode, HostKernel
 from aircc.formats.kinds import HostKernelKind
 from aircc.ops import TensorType
+from aircc.ops.fallback import value_type
+
+from .host_values import host_result
 
 
 def run_control(state, kernel: HostKernel) -> None:
@@ -72,7 +75,9 @@ def _alias(state, name: str, source: str) -> None:
 
 
 def _set_host(state, name: str, value: np.ndarray) -> None:
-    state.types[name] = TensorType.of(value)
+    if value is not None:         # an empty optional keeps the type it was given
+        state.types[name] = TensorType.of(value) if isinstance(value, np.ndarray) \
+            else value_type(value)
     state.host[name] = value
     state.views.pop(name, None)
 
@@ -98,7 +103,7 @@ def _take(state, name: str, source: str, body: Body | None, stream) -> None:
     elif source in state.views:
         _to_device(state, name, np.array(state.views[source]), stream)
     else:
-        _set_host(state, name, np.array(_read(state, source)))
+        _set_host(state, name, host_result(_read(state, source)))
 
 
 def _release(state, name: str) -> None:

@@ -37,6 +37,7 @@ from aircc.ops.device import COPY_OPS, DOMAIN
 
 from .control_flow import check_control_nodes
 from .feeds import check_feeds, select_outputs
+from .host_values import feed_type
 from .host_pipeline import RunState
 from .host_runners import run_pipelined, run_sequential
 from .resolved import resolve_op
@@ -170,21 +171,23 @@ class DynamicModel:
         t0 = time.thread_time()
         ordered = check_feeds(self.inputs, feeds)
         bind_symbols(self.inputs, ordered)
-        key = tuple((a.shape, a.dtype.str) for a in ordered)
+        plain = all(type(a) is np.ndarray for a in ordered)    # no sequence, no optional
+        key = tuple((a.shape, a.dtype.str) for a in ordered) if plain else None
         plan = faults.for_run(self.name, run_index)
         if key in self._replays:
             return select_outputs(self._run_replay(key, ordered, t0, timeout, plan), output_names)
         self.generation += 1
         for e, ev in enumerate(self.events):      # replays advanced the events on the device
             self.event_counts[e] = max(self.event_counts[e], ev.generation)
-        capture = self.replay
+        capture = self.replay and plain
         private = CachingAllocator(self.device.memory, same_stream_only=True) if capture else None
         state = RunState(self, self.generation, private, capture)
         state.set_timeout(timeout)
         state.faults = plan
         for spec, arr in zip(self.inputs, ordered):
             state.host[spec["name"]] = arr
-            state.types[spec["name"]] = TensorType.of(arr)
+            state.types[spec["name"]] = TensorType.of(arr) if type(arr) is np.ndarray \
+                else feed_type(spec, arr)
         for name, arr in self.om.weights.items():
             state.types[name] = TensorType(arr.dtype.name, tuple(arr.shape))
         t0 = time.perf_counter()
@@ -395,7 +398,7 @@ def bind_symbols(inputs: list[dict], arrays: list[np.ndarray]) -> dict[str, int]
     """Check that a symbol shared by several inputs has one size in this run."""
     sizes: dict[str, tuple[int, str]] = {}
     for spec, arr in zip(inputs, arrays):
-        for d, n in zip(spec["shape"], arr.shape):
+        for d, n in zip(spec["shape"] or (), getattr(arr, "shape", ())):
             if isinstance(d, str):
                 if d in sizes and sizes[d][0] != n:
                     raise InputError(f"dim '{d}' is {sizes[d][0]} in input '{sizes[d][1]}' "

@@ -4,6 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.errors import InputError
+from aircc.ops import value_kind
+
+from .host_values import check_host_feed, describe_value
 
 
 def _shape_matches(expected: list, actual: tuple) -> bool:
@@ -26,6 +29,13 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
     ordered = []
     for spec in inputs:
         value = feeds[spec["name"]]
+        if value_kind(spec["dtype"]) != "tensor":
+            ordered.append(check_host_feed(spec, value))
+            continue
+        if value is None or isinstance(value, (list, tuple)) and any(
+                isinstance(v, np.ndarray) for v in value):
+            raise InputError(f"input '{spec['name']}' is a {spec['dtype']} tensor: feed an "
+                             f"array, got {describe_value(value)}")
         arr = np.asarray(value)
         if arr.dtype != np.dtype(spec["dtype"]):
             raise InputError(f"input '{spec['name']}' must be {spec['dtype']}, got {arr.dtype}")

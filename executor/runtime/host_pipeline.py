@@ -27,6 +27,7 @@ from aircc.ops.device import DOMAIN, MEMCPY_H2D
 from aircc.ops.fallback import value_type
 
 from .control_flow import run_control
+from .host_values import host_result, passes_host_value
 from .tiling_cache import tiling_key
 
 #: Shortest wait for a stream to show it is idle, even past the deadline.
@@ -116,10 +117,11 @@ class RunState:
         if name in self.m.host_values:
             return self.m.host_values[name]
         producer = self.m.launch_position.get(name)
-        if producer is None:
+        if producer is None and name not in self.views:
             return None
         with self._launched_cond:
-            self._launched_cond.wait_for(lambda: self.launched >= producer or self.cancelled)
+            self._launched_cond.wait_for(lambda: producer is None   # a body's, launched before
+                                         or self.launched >= producer or self.cancelled)
         if self.cancelled:
             raise AirccError("run cancelled")
         self.sync()
@@ -166,11 +168,15 @@ class RunState:
         ctx = self._context(k, True)
         if op.definition.has(Trait.SHAPE_ONLY):
             ctx.values[0] = shape_only(self.types[node.inputs[0]])
-        if not op.definition.native:  # a fallback op on the host: run it as is (sequences, strings)
-            for name, value in zip(node.outputs, op.definition.run(ctx.values, node.attrs,
-                                                                   len(node.outputs))):
+        if not op.definition.native or op.definition.run is not None or passes_host_value(op, ctx):
+            # a fallback op, an op on optionals or an Identity of a sequence: run it as is
+            run = op.definition.run or (lambda ins, attrs, n: [ins[0]])
+            values = run(ctx.values, node.attrs, len(node.outputs))
+            empty = None if all(v is not None for v in values) else layout.infer(op.definition, ctx)
+            for k, (name, value) in enumerate(zip(node.outputs, values)):
                 if name:
-                    self.types[name], self.host[name] = value_type(value), value
+                    self.types[name] = empty[k] if value is None else value_type(value)
+                    self.host[name] = value
             return
         out_types = layout.infer(op.definition, ctx)
         outs = [np.empty(t.shape, t.dtype) for t in out_types]
@@ -311,7 +317,7 @@ class RunState:
         out_name = self.m.exec_graph.outputs[binding]
         t = self.types[name]
         if kernel.stream is None or name not in self.views:
-            self.results[out_name] = np.array(self.value(name))
+            self.results[out_name] = host_result(self.value(name))
             if self.capture is not None:   # made on the host from shapes alone: fixed per shape
                 self.host_results.append((binding, self.results[out_name]))
             return

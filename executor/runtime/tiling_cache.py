@@ -7,6 +7,8 @@ and evicts 8 at a time when full.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from collections import OrderedDict
 from typing import Callable, Hashable
 
@@ -43,4 +45,13 @@ class TilingCache:
 def tiling_key(types, values) -> tuple:
     """Key of one launch: (dtype, shape) per input, and the bytes of value inputs."""
     return (tuple(None if t is None else (t.dtype, t.shape) for t in types),
-            tuple(None if v is None else v.tobytes() for v in values))
+            tuple(_value_key(v) for v in values))
+
+
+def _value_key(v):
+    """An input value's bytes; a sequence's, element by element (with their shapes)."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return tuple((x.shape, x.dtype.str, x.tobytes()) for x in map(np.asarray, v))
+    return v.tobytes()

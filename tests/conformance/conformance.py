@@ -11,20 +11,23 @@ from onnx import TensorProto, numpy_helper
 
 import aircc.backend as backend
 
-#: Element types outside the plain-tensor suite.
-EXCLUDED_TYPES = {TensorProto.STRING, TensorProto.BFLOAT16} | {
-    getattr(TensorProto, n) for n in dir(TensorProto)
-    if n.startswith(("FLOAT8", "INT4", "UINT4", "FLOAT4", "INT2", "UINT2"))}
+#: Element types outside the plain-tensor suite (bfloat16, float8, float4, int4 and int2
+#: tensors are in it: ml_dtypes' numpy dtypes).
+EXCLUDED_TYPES = {TensorProto.STRING}
 
 #: Filled by the suite test, printed at the end of the run by conftest.
 SUMMARY: dict = {}
 
 
 def is_plain(model: onnx.ModelProto) -> bool:
-    """Tensor inputs and outputs only, default domain, no excluded element types."""
+    """Tensor inputs and outputs (sequences and optionals of tensors too), default domain,
+    no excluded element types."""
     g = model.graph
     for v in [*g.input, *g.output]:
-        if not v.type.HasField("tensor_type") or v.type.tensor_type.elem_type in EXCLUDED_TYPES:
+        t = v.type           # a sequence or an optional counts by the tensors it holds
+        while t.WhichOneof("value") in ("sequence_type", "optional_type"):
+            t = getattr(t, t.WhichOneof("value")).elem_type
+        if not t.HasField("tensor_type") or t.tensor_type.elem_type in EXCLUDED_TYPES:
             return False
     return all(n.domain in ("", "ai.onnx") for n in g.node)
 
