@@ -37,6 +37,8 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
             raise InputError(f"input '{spec['name']}' is a {spec['dtype']} tensor: feed an "
                              f"array, got {describe_value(value)}")
         arr = np.asarray(value)
+        if arr.dtype != np.dtype(spec["dtype"]) and arr.size == 0:
+            arr = arr.astype(spec["dtype"])          # no element whose type could be wrong
         if arr.dtype != np.dtype(spec["dtype"]):
             raise InputError(f"input '{spec['name']}' must be {spec['dtype']}, got {arr.dtype}")
         if not _shape_matches(spec["shape"], arr.shape):

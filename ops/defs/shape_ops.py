@@ -104,9 +104,13 @@ def flatten(ctx: InferContext) -> list[TensorType]:
 
 
 # -------------------------------------------------------- Squeeze / Unsqueeze
-def squeeze_rule(ctx: InferContext, xs: Sequence[Dim], axes: Optional[Sequence[int]]) -> tuple:
-    """``xs`` without the size-1 dims at ``axes`` (every size-1 dim when ``axes`` is None)."""
+def squeeze_rule(ctx: InferContext, xs: Sequence[Dim],
+                 axes: Optional[Sequence[int]]) -> tuple | None:
+    """``xs`` without the size-1 dims at ``axes`` (every size-1 dim when ``axes`` is None:
+    then a symbolic dim, which may be 1 at run time, leaves the rank unknown, None)."""
     if axes is None:
+        if not all(is_int(d) for d in xs):
+            return None
         return tuple(d for d in xs if d != 1)
     red = norm_axes(ctx, axes, len(xs))
     for a in red:

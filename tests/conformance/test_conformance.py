@@ -19,8 +19,9 @@ from conformance import SUMMARY, data_folder_cases, folder_data_sets, node_cases
 from aircc.ops import resolve_target
 from testdata import numpy_target
 
-#: Checked floor: a regression below it fails CI (the suite passed 1,793 of 1,807 when set).
-MIN_NODE_PASSES = 1822
+#: Checked floor: a regression below it fails CI (the suite passed 1,861 of 1,884 when set:
+#: the misses are the random ops, FlexAttention and two float16 expansions at tolerance).
+MIN_NODE_PASSES = 1860
 TRAINING_ONLY = {"test_gradient_of_add", "test_gradient_of_add_and_mul"}
 #: Every case runs for the numpy backend and for this machine's native target (oneDNN
 #: where it runs: its kernels where it has them, numpy's for the rest).

@@ -71,6 +71,13 @@ def test_squeeze_unsqueeze():
     (t,) = infer("Unsqueeze", [T(("N", 3)), T((1,), "int64")], opset=13,
                  values=[None, np.array([0])])
     assert t.shape == (1, "N", 3)
+    # no axes: a symbolic dim may be 1 at run time, so the rank is not known (AffineGrid's
+    # expansion squeezes a (N, 1, 3) slice of a symbolic batch)
+    for opset in (11, 13):
+        (t,) = infer("Squeeze", [T(("N", 1, 3))], opset=opset)
+        assert t.shape is None
+        (t,) = infer("Squeeze", [T((2, 1, 3))], opset=opset)
+        assert t.shape == (2, 3)
 
 
 @pytest.mark.parametrize("perm", [None, [0, 2, 1, 3], [3, 1, 0, 2]])
