@@ -196,8 +196,7 @@ class _Importer:
         if shapes and name == "main":
             raise CompileOptionError(f"--input-shape names unknown inputs {sorted(shapes)}; "
                                      f"the model's inputs are {g.inputs}")
-        nodes = gp.node if self.types is None else expand_nodes(gp, self.opsets.get("", 0),
-                                                                 self.types)
+        nodes = gp.node if self.types is None else expand_nodes(gp, self.opsets, self.types)
         for index, proto in enumerate(nodes):
             attrs, regions = {}, []
 
