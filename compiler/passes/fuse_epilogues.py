@@ -90,6 +90,14 @@ def _scale_factor(graph: Graph, node: Node, scale: Node, value: str) -> float | 
     return f
 
 
+def _absorb(graph: Graph, node: Node, reader: Node, removed: set[str]) -> str:
+    """``node`` takes over ``reader``'s output (the reader goes away); that output's name."""
+    graph.types.pop(node.outputs[0], None)
+    node.outputs = [reader.outputs[0]]
+    removed.add(reader.name)
+    return node.outputs[0]
+
+
 @compile_pass("fuse-epilogues", stats=("fused_epilogues",))
 def fuse_epilogues(graph: Graph, ctx: CompileContext) -> Graph:
     users = graph.consumers()
@@ -105,42 +113,31 @@ def fuse_epilogues(graph: Graph, ctx: CompileContext) -> Graph:
         factor = _scale_factor(graph, node, scale, out) if scale is not None else None
         if factor is not None:
             node.attrs["fused_scale"] = factor
-            graph.types.pop(out, None)
-            node.outputs = [scale.outputs[0]]
-            removed.add(scale.name)
+            out = _absorb(graph, node, scale, removed)
             users = graph.consumers()
             fused += 1
-            out = node.outputs[0]
         add = graph.only_reader(out, users) if node.op in FUSABLE else None
         other = _add_operand(graph, node, add, out) if add is not None else None
         if other is not None:
             slot = 3 if node.op == "Conv" else 2
             node.inputs = node.inputs + [""] * (slot - len(node.inputs)) + [other]
             node.attrs["fused_add"] = 1
-            graph.types.pop(out, None)
-            node.outputs = [add.outputs[0]]
-            removed.add(add.name)
+            out = _absorb(graph, node, add, removed)
             moved[add.name] = node       # it reads the Add's other operand: run it there
             users = graph.consumers()
             fused += 1
-            out = node.outputs[0]
         relu = graph.only_reader(out, users)
         act = _activation(graph, relu, out) if relu is not None and relu.name not in removed \
             and relu.op != "Relu" and node.op in FUSABLE and _runs_activations(ctx, node) else None
         if act is not None:
             node.attrs["fused_activation"] = act
-            graph.types.pop(out, None)
-            node.outputs = [relu.outputs[0]]
-            removed.add(relu.name)
-            users = graph.consumers()
-            fused += 1
         elif relu is not None and relu.op == "Relu" and not relu.domain and relu.name not in removed:
             node.attrs["fused_relu"] = 1
-            graph.types.pop(out, None)
-            node.outputs = [relu.outputs[0]]
-            removed.add(relu.name)
-            users = graph.consumers()
-            fused += 1
+        else:
+            continue
+        _absorb(graph, node, relu, removed)
+        users = graph.consumers()
+        fused += 1
     placed = {n.name for n in moved.values()}
     order = []
     for n in graph.nodes:
