@@ -21,12 +21,15 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
             input_shapes: dict | None = None, mode: str = "auto",
             dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
             min_branch_bytes: int | None = None, split_matrix_branches: bool = False,
-            target: str | None = None, channels_last: bool | None = None):
+            target: str | None = None, channels_last: bool | None = None,
+            stream_priorities: dict | None = None):
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     ``target`` names the compile target (``native``, ``cpu-avx2``, ``cpu-avx512``; default
     ``$AIRCC_TARGET`` or ``native``); ``channels_last`` plans convolution regions NHWC
-    (None: as the target's kernel backend wants).  Returns the
+    (None: as the target's kernel backend wants); ``stream_priorities``: ``{stream index:
+    priority}`` in [-7, 7] (higher is served first when streams share the device's compute
+    units).  Returns the
     :class:`~aircc.compiler.driver.CompiledModel` (its ``om``, optimised ``graph`` and
     compile ``report``).
     """
@@ -38,16 +41,24 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
                                                     passes=passes,
                                                     min_branch_bytes=min_branch_bytes,
                                                     split_matrix_branches=split_matrix_branches,
-                                                    target=target, channels_last=channels_last))
+                                                    target=target, channels_last=channels_last,
+                                                    stream_priorities=dict(stream_priorities or {})))
     if output is not None:
         compiled.save(output)
     return compiled
 
 
-def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_gear: bool = False,
-         replay: bool = True, timeout: float | None = None, recovery=None):
+def load(source, device=None, *, devices=None, runtime_core_number: int | None = None,
+         pad_to_gear: bool = False, replay: bool = True, timeout: float | None = None,
+         recovery=None, priority: int | str = 0):
     """Load an .om (path, bytes, OmFile, or what :func:`compile` returned) onto ``device``
-    (default: device 0); returns a :class:`~aircc.executor.runtime.loaded.LoadedModel`.
+    (a :class:`VirtualDevice` or a logical device id; default: logical device 0); returns
+    a :class:`~aircc.executor.runtime.loaded.LoadedModel`.
+
+    ``devices`` (a list of devices or logical ids, or ``"all"``): load it on each of them
+    instead and return a :class:`~aircc.executor.runtime.multi_device.MultiDeviceModel`,
+    whose ``run`` splits a batch across them.  ``priority``: its streams' priority on the
+    device, in [-7, 7] or ``"low"``, ``"normal"``, ``"high"``.
 
     ``runtime_core_number``: 1 (sequential) or 3 (pipelined) host execution of
     dynamic models; ``pad_to_gear``: let gear models pad a batch up to the next gear;
@@ -60,8 +71,46 @@ def load(source, device=None, *, runtime_core_number: int | None = None, pad_to_
 
     if isinstance(source, CompiledModel):
         source = source.om
-    return load_model(source, device, runtime_core_number=runtime_core_number,
-                      pad_to_gear=pad_to_gear, replay=replay, timeout=timeout, recovery=recovery)
+    options = dict(runtime_core_number=runtime_core_number, pad_to_gear=pad_to_gear,
+                   replay=replay, timeout=timeout, recovery=recovery, priority=priority)
+    if devices is not None:
+        from .executor.runtime.multi_device import MultiDeviceModel
+
+        if devices == "all":
+            devices = list(range(device_count()))
+        return MultiDeviceModel(source, list(devices), **options)
+    return load_model(source, device, **options)
+
+
+def devices() -> list:
+    """Every device discovery found (:mod:`aircc.executor.device.discovery`): a
+    ``DeviceInfo`` each (logical id, physical id, state, memory, compute units, probe
+    time; an UNAVAILABLE one has no logical id and says why)."""
+    from .executor.device.discovery import registry
+
+    return list(registry().infos)
+
+
+def device_count() -> int:
+    """How many logical devices there are."""
+    from .executor.device.discovery import registry
+
+    return len(registry())
+
+
+def device(logical_id: int = 0):
+    """The :class:`VirtualDevice` of logical id ``logical_id``."""
+    from .executor.device.discovery import registry
+
+    return registry().get(logical_id)
+
+
+def PoolOptions(**fields):
+    """Settings of a device's caching allocator: ``initial_bytes``, ``growth_bytes``,
+    ``reuse`` (:class:`aircc.executor.device.caching_allocator.PoolOptions`)."""
+    from .executor.device.caching_allocator import PoolOptions as Options
+
+    return Options(**fields)
 
 
 def RecoveryPolicy(**fields):
@@ -82,9 +131,12 @@ def set_threads(n: int | None = None) -> int:
     return apply(n)
 
 
-def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None):
-    """A new virtual device with ``memory_bytes`` of memory, its stream workers on ``cpus``
-    (e.g. ``"0"``; default ``$AIR_DEVICE_CPUS``, else not pinned)."""
+def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None, *,
+                  compute_units: int | None = None, pool=None):
+    """A new virtual device apart from discovery, with ``memory_bytes`` of memory, its
+    stream workers on ``cpus`` (e.g. ``"0"``; default ``$AIR_DEVICE_CPUS``, else not
+    pinned), ``compute_units`` shared by its streams (default: its CPUs) and ``pool``
+    (:func:`PoolOptions`)."""
     from .executor.device.device import VirtualDevice as Device
 
-    return Device(memory_bytes, device_id, cpus)
+    return Device(memory_bytes, device_id, cpus, compute_units=compute_units, pool=pool)

@@ -23,6 +23,11 @@ its environment on purpose).  An invalid value raises
 ``AIRCC_FAULTS``               faults to inject (:mod:`aircc.faults`), e.g. ``hang@node=conv1``
 ``AIRCC_THREADS``              threads every pool aircc drives may use (default: the CPUs
                                this process may use)
+``AIR_DEVICE_CONFIG``          a JSON file describing the virtual devices to discover
+                               (docs/runtime.md); default one device sized from the host
+``AIR_VISIBLE_DEVICES``        which configured devices this process sees, and in what
+                               order (physical ids, e.g. ``2,0``), like
+                               ``ASCEND_RT_VISIBLE_DEVICES``
 =============================  ==========================================================
 """
 from __future__ import annotations
@@ -48,6 +53,8 @@ VARIABLES = {
     "AIRCC_RECOVERY": "default recovery policy, e.g. retries=1,device_lost=reset",
     "AIRCC_FAULTS": "faults to inject, e.g. hang@node=conv1,seconds=2;kernel_error@run=3",
     "AIRCC_THREADS": "threads every pool aircc drives may use (default: the CPUs available)",
+    "AIR_DEVICE_CONFIG": "JSON file describing the virtual devices (default: one, sized from the host)",
+    "AIR_VISIBLE_DEVICES": "physical ids of the devices this process sees, in order, e.g. 2,0",
 }
 
 DEFAULT_RUN_TIMEOUT = 600.0
@@ -88,6 +95,10 @@ class Settings:
     """Faults to inject (parsed by :mod:`aircc.faults`)."""
     threads: int | None = None
     """Threads aircc's pools may use; None: the CPUs this process may use."""
+    device_config: str | None = None
+    """Path of the device configuration (JSON); None: one device sized from the host."""
+    visible_devices: tuple[int, ...] | None = None
+    """Physical ids of the devices to use, in order; None: every configured one."""
 
 
 def _check_cpus(text: str) -> str:
@@ -154,10 +165,21 @@ def _read(env) -> Settings:
             raise ConfigError(f"AIRCC_THREADS={env['AIRCC_THREADS']!r}: expected a whole number "
                               f">= 1 (or unset: the CPUs this process may use)")
         threads = int(raw)
+    visible = None
+    if env.get("AIR_VISIBLE_DEVICES") is not None:
+        raw = env["AIR_VISIBLE_DEVICES"].replace(" ", "")
+        if not re.fullmatch(r"(\d+(,\d+)*)?", raw):
+            raise ConfigError(f"AIR_VISIBLE_DEVICES={env['AIR_VISIBLE_DEVICES']!r}: expected "
+                              f"physical device ids separated by commas, e.g. 0,1 or 2,0")
+        visible = tuple(int(x) for x in raw.split(",") if x)
+        if len(set(visible)) != len(visible):
+            raise ConfigError(f"AIR_VISIBLE_DEVICES={env['AIR_VISIBLE_DEVICES']!r} names a "
+                              f"device twice")
     return Settings(target=target or "native", blas=blas, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
-                    threads=threads)
+                    threads=threads, device_config=env.get("AIR_DEVICE_CONFIG") or None,
+                    visible_devices=visible)
 
 
 _settings: Settings | None = None

@@ -6,7 +6,8 @@ purpose, to see that a program (and aircc's recovery) survives it.
     faults.inject("kernel_error", run=3)              # the 3rd run of a model: its first kernel fails
     faults.clear()                                    # remove every fault (hung kernels return)
 
-or from the environment, read once per process (``aircc.config``)::
+or ``device`` (a logical device id) limits a fault to models running on that device.
+Or from the environment, read once per process (``aircc.config``)::
 
     AIRCC_FAULTS="hang@node=conv1,seconds=2;device_lost@run=5,model=resnet"
 
@@ -54,12 +55,14 @@ class Fault:
     model: str | None = None
     times: int = 1
     seconds: float = 3600.0
+    device: int | None = None
     fired: int = 0
     released: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by :func:`clear` (or :meth:`release`): a hang in progress returns."""
 
-    def matches(self, model: str, run: int) -> bool:
-        return (self.run is None or self.run == run) and (self.model is None or self.model == model)
+    def matches(self, model: str, run: int, device: int | None = None) -> bool:
+        return ((self.run is None or self.run == run) and (self.model is None or self.model == model)
+                and (self.device is None or self.device == device))
 
     def release(self) -> None:
         self.released.set()
@@ -75,9 +78,10 @@ _from_env = False
 
 
 def inject(kind: str | FaultKind, *, node: str | None = None, run: int | None = None,
-           model: str | None = None, times: int = 1, seconds: float | None = None) -> Fault:
+           model: str | None = None, times: int = 1, seconds: float | None = None,
+           device: int | None = None) -> Fault:
     """Arm a fault (see the module doc); returns it (``fault.fired`` counts its firings)."""
-    fault = _make(kind, node, run, model, times, seconds)
+    fault = _make(kind, node, run, model, times, seconds, device)
     with _lock:
         _armed.append(fault)
     return fault
@@ -100,14 +104,15 @@ def armed() -> list[Fault]:
         return list(_armed)
 
 
-def for_run(model: str, run: int) -> dict[str | None, Fault] | None:
-    """The faults that may fire in run ``run`` of model ``model``, by node name (None: the
-    run's first kernel); None when there are none (the common case, one check per run)."""
+def for_run(model: str, run: int, device: int | None = None) -> dict[str | None, Fault] | None:
+    """The faults that may fire in run ``run`` of model ``model`` on logical device
+    ``device``, by node name (None: the run's first kernel); None when there are none
+    (the common case, one check per run)."""
     if not _armed and _from_env:
         return None
     _load_env()
     with _lock:
-        plan = {f.node: f for f in _armed if f.matches(model, run)}
+        plan = {f.node: f for f in _armed if f.matches(model, run, device)}
     return plan or None
 
 
@@ -137,21 +142,22 @@ def parse(text: str) -> list[Fault]:
         fields: dict[str, str] = {}
         for item in filter(None, (x.strip() for x in rest.split(","))):
             key, eq, value = item.partition("=")
-            if not eq or key not in ("node", "run", "model", "times", "seconds"):
+            if not eq or key not in ("node", "run", "model", "times", "seconds", "device"):
                 raise ValueError(f"'{item}' in fault '{part}' is not one of node=, run=, model=, "
-                                 f"times=, seconds=")
+                                 f"times=, seconds=, device=")
             fields[key] = value
         try:
             out.append(_make(kind.strip(), fields.get("node"),
                              int(fields["run"]) if "run" in fields else None, fields.get("model"),
                              int(fields.get("times", 1)),
-                             float(fields["seconds"]) if "seconds" in fields else None))
+                             float(fields["seconds"]) if "seconds" in fields else None,
+                             int(fields["device"]) if "device" in fields else None))
         except ValueError as e:
             raise ValueError(f"fault '{part}': {e}") from None
     return out
 
 
-def _make(kind, node, run, model, times, seconds) -> Fault:
+def _make(kind, node, run, model, times, seconds, device=None) -> Fault:
     try:
         kind = FaultKind(kind)
     except ValueError:
@@ -163,8 +169,10 @@ def _make(kind, node, run, model, times, seconds) -> Fault:
         raise ValueError(f"times must be >= 0 (0: every time), got {times}")
     if seconds is not None and not seconds > 0:
         raise ValueError(f"seconds must be > 0, got {seconds}")
+    if device is not None and device < 0:
+        raise ValueError(f"device must be a logical device id >= 0, got {device}")
     return Fault(kind, node or None, run, model or None, times,
-                 3600.0 if seconds is None else float(seconds))
+                 3600.0 if seconds is None else float(seconds), device=device)
 
 
 def _load_env() -> None:

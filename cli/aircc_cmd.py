@@ -24,6 +24,20 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, list]:
     return shapes
 
 
+def parse_stream_priorities(specs: tuple[str, ...]) -> dict[int, int]:
+    """``("1=5", "2=-3")`` -> {1: 5, 2: -3}."""
+    out: dict[int, int] = {}
+    for spec in specs:
+        stream, sep, prio = spec.partition("=")
+        try:
+            out[int(stream)] = int(prio)
+        except ValueError:
+            raise CommandLineError(f"--stream-priority: '{spec}' is not STREAM=P, e.g. 1=5") from None
+        if not sep:
+            raise CommandLineError(f"--stream-priority: '{spec}' is not STREAM=P, e.g. 1=5")
+    return out
+
+
 @click.group(cls=OneLineErrorGroup, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="aircc")
 def main():
@@ -61,8 +75,11 @@ def main():
               show_default=True,
               help="Activation layout of convolution regions: auto (as the target's kernel "
                    "backend wants), nhwc (channels-last wherever possible), nchw (as ONNX).")
+@click.option("--stream-priority", "stream_priorities", multiple=True, metavar="STREAM=P",
+              help="Give stream STREAM (an index, as the compile report counts them) priority "
+                   "P in -7..7 (repeatable; higher is served first on shared compute units).")
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            dynamic_batch, emit, target, layout):
+            dynamic_batch, emit, target, layout, stream_priorities):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -76,7 +93,8 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     options = CompileOptions(streams=streams, input_shapes=parse_input_shapes(input_shapes),
                              mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
                              split_matrix_branches=split_matrix_branches, target=target,
-                             channels_last={"auto": None, "nhwc": True, "nchw": False}[layout])
+                             channels_last={"auto": None, "nhwc": True, "nchw": False}[layout],
+                             stream_priorities=parse_stream_priorities(stream_priorities))
     if emit == "om":
         if not output:
             raise CommandLineError("missing -o/--output (or use --emit ir / --emit report)")

@@ -145,13 +145,71 @@ def make_device(device_memory: str | None, device_cpus: str | None) -> VirtualDe
     return VirtualDevice(memory, cpus=device_cpus)
 
 
+def parse_device_list(text: str | None) -> list[int] | str | None:
+    """``--devices``: ``"0,1"`` -> [0, 1]; ``"all"`` as is."""
+    if text is None:
+        return None
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        ids = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise CommandLineError(f"--devices {text!r}: expected logical device ids like 0,1 "
+                               f"or all") from None
+    if not ids:
+        raise CommandLineError("--devices: no device given")
+    return ids
+
+
+def parse_priority(text: str | None) -> int | str:
+    """``--priority``: an int in -7..7, or low / normal / high."""
+    if text is None:
+        return 0
+    from aircc.executor.device.compute_units import check_priority
+
+    try:
+        return check_priority(int(text) if text.lstrip("-").isdigit() else text)
+    except ValueError as e:
+        raise CommandLineError(f"--priority: {e}") from None
+
+
+def format_devices(infos: list) -> str:
+    """The ``--list-devices`` table."""
+    lines = [f"{'logical':>7}  {'physical':>8}  {'name':<10} {'state':<12} {'memory':>10}  "
+             f"{'units':>5}  {'cpus':<8} {'probe ms':>8}  note"]
+    for i in infos:
+        lines.append(f"{'-' if i.logical_id is None else i.logical_id:>7}  {i.physical_id:>8}  "
+                     f"{i.name:<10} {i.state:<12} {_size(i.memory_bytes):>10}  "
+                     f"{i.compute_units:>5}  {i.cpus:<8} "
+                     f"{'-' if i.probe_ms is None else f'{i.probe_ms:.1f}':>8}  {i.reason}")
+    return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
 def npz_path(output: str) -> str:
     """Where ``np.savez`` puts ``output``: ``.npz`` is added when the name lacks it."""
     return output if output.endswith(".npz") else output + ".npz"
 
 
 @click.command(cls=OneLineErrorCommand, epilog=EXIT_CODES_HELP)
-@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model", type=click.Path(exists=True, dir_okay=False), required=False)
+@click.option("--list-devices", is_flag=True,
+              help="List the devices discovery found ($AIR_DEVICE_CONFIG, $AIR_VISIBLE_DEVICES) "
+                   "and exit.")
+@click.option("--device", "device_id", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Run on logical device N (default 0).")
+@click.option("--devices", "device_list", default=None, metavar="LIST",
+              help="Split the batch across these logical devices, e.g. 0,1 or all; the "
+                   "outputs are gathered in order.")
+@click.option("--priority", default=None, metavar="P",
+              help="The model's stream priority on the device: -7..7 or low, normal, high "
+                   "(higher is served first).")
 @click.option("-i", "--input", "input_specs", multiple=True, metavar="[NAME=]FILE.npy|FILE.npz",
               help="Input data (repeatable): .npy files in input order, NAME=FILE.npy, or an .npz by name.")
 @click.option("--random", "random_seed", type=int, default=None, metavar="SEED",
@@ -188,11 +246,22 @@ def npz_path(output: str) -> str:
               help="Threads every pool aircc drives may use: numpy's BLAS, oneDNN's OpenMP, "
                    "the device's stream workers (default $AIRCC_THREADS, else the CPUs "
                    "this process may use).")
-def main(model, input_specs, random_seed, output, device_memory, device_cpus, quiet, show_stats,
-         runtime_cores, pad_to_gear, no_replay, repeat, benchmark, timeout, recovery, threads):
+def main(model, list_devices, device_id, device_list, priority, input_specs, random_seed, output,
+         device_memory, device_cpus, quiet, show_stats, runtime_cores, pad_to_gear, no_replay,
+         repeat, benchmark, timeout, recovery, threads):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
 
+    if list_devices:
+        click.echo(format_devices(aircc.devices()))
+        return
+    if model is None:
+        raise CommandLineError("give the .om MODEL to run (or --list-devices)")
+    if (device_memory or device_cpus) and (device_id is not None or device_list):
+        raise CommandLineError("--device-memory/--device-cpus make a device of their own; "
+                               "they cannot go with --device or --devices")
+    if device_id is not None and device_list:
+        raise CommandLineError("give --device N or --devices LIST, not both")
     if random_seed is None and not input_specs:
         raise CommandLineError("give --input FILE.npy (or --random SEED)")
     if output:
@@ -206,8 +275,10 @@ def main(model, input_specs, random_seed, output, device_memory, device_cpus, qu
     device = make_device(device_memory, device_cpus)
     try:
         t0 = time.perf_counter()
-        m = aircc.load(model, device=device, pad_to_gear=pad_to_gear, replay=not no_replay,
-                       timeout=timeout, recovery=policy,
+        m = aircc.load(model, device=device if device is not None else device_id,
+                       devices=parse_device_list(device_list), pad_to_gear=pad_to_gear,
+                       replay=not no_replay, timeout=timeout, recovery=policy,
+                       priority=parse_priority(priority),
                        runtime_core_number=int(runtime_cores) if runtime_cores else None)
         load_s = time.perf_counter() - t0
         try:
@@ -228,7 +299,8 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
         feeds = random_inputs(m.inputs, random_seed)
     else:
         feeds = narrow_type_bits(read_inputs(input_specs, m.inputs), m.inputs)
-    with m.device.host_thread_on_device_cpus():
+    devices = getattr(m, "devices", None) or [m.device]
+    with devices[0].host_thread_on_device_cpus():
         if benchmark:
             click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
         t0 = time.perf_counter()
@@ -243,11 +315,17 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
         if not quiet and value is not None:
             with np.printoptions(precision=5, threshold=20, edgeitems=4, suppress=True):
                 click.echo(f"  {value}")
-    stats = m.device.stats
-    click.echo(f"load {load_s * 1e3:.1f} ms, run {run_s * 1e3:.1f} ms, "
-               f"host submissions {stats['host_submissions']}", err=True)
+    submissions = sum(d.stats["host_submissions"] for d in devices)
+    on = f" on devices {','.join(str(d.id) for d in devices)}" if len(devices) > 1 else ""
+    click.echo(f"load {load_s * 1e3:.1f} ms, run {run_s * 1e3:.1f} ms{on}, "
+               f"host submissions {submissions}", err=True)
     if show_stats:
-        click.echo(format_stats(m.run_stats()))
+        models = getattr(m, "models", None) or [m]
+        for d, model in zip(devices, models):
+            if len(devices) > 1:
+                click.echo(f"device {d.id}:")
+            click.echo(format_stats(model.run_stats()))
+            click.echo(format_memory(d.memory_stats()))
 
 
 def time_runs(model, feeds: dict, n: int, warmup: int = 3) -> dict:
@@ -270,6 +348,18 @@ def format_benchmark(b: dict) -> str:
     return (f"benchmark: {b['runs']} runs  median {b['median_ms']:.3f} ms  mean {b['mean_ms']:.3f} ms  "
             f"p90 {b['p90_ms']:.3f} ms  min {b['min_ms']:.3f} ms  "
             f"{b['throughput_per_s']:.1f} inferences/s  host {b['host_us_median']:.0f} us/inference")
+
+
+def format_memory(s: dict) -> str:
+    """The device memory pool's statistics (``--stats``)."""
+    return "\n".join([
+        f"device memory        {s['reserved_bytes']} bytes reserved of {s['capacity_bytes']}, "
+        f"{s['allocated_bytes']} allocated, {s['cached_bytes']} cached "
+        f"({s['cached_blocks']} blocks)",
+        f"memory peaks         {s['peak_allocated_bytes']} bytes allocated, "
+        f"{s['peak_reserved_bytes']} bytes reserved",
+        f"fragmentation        {100 * s['fragmentation']:.1f}% of free device memory, "
+        f"{100 * s['cached_fragmentation']:.1f}% of cached blocks"])
 
 
 def format_stats(s: dict) -> str:

@@ -44,6 +44,9 @@ class CompileOptions:
     channels_last: bool | None = None
     """Plan convolution regions channels-last (``plan-layouts``): None as the target's
     backend wants, True wherever possible, False never."""
+    stream_priorities: Mapping[int, int] = field(default_factory=dict)
+    """Priority of a stream by its index (higher is served first when streams share the
+    device's compute units); streams not named get 0."""
 
 
 class CompileContext:

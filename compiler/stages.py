@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from aircc.errors import CompileOptionError
+from aircc.formats.checks import PRIORITY_RANGE
 
 from .context import MODES, CompileContext
 from .frontend.onnx_import import import_onnx
@@ -75,8 +76,24 @@ def plan_stage(c: Compilation) -> None:
     c.plan = plan_memory(c.graph)
 
 
+def stream_priorities(c: Compilation, streams: int) -> list[int]:
+    """The ``stream_priorities`` option as one priority per stream of the compiled model
+    (CompileOptionError for a stream it does not have or a priority out of range)."""
+    given = dict(c.ctx.options.stream_priorities or {})
+    lo, hi = PRIORITY_RANGE
+    for s, p in given.items():
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < streams:
+            raise CompileOptionError(f"--stream-priority: the model has streams 0-{streams - 1}, "
+                                     f"not {s!r} (see the compile report's streams)")
+        if isinstance(p, bool) or not isinstance(p, int) or not lo <= p <= hi:
+            raise CompileOptionError(f"--stream-priority: stream {s}'s priority must be an int "
+                                     f"in [{lo}, {hi}] (higher runs first), got {p!r}")
+    return [given.get(s, 0) for s in range(streams)]
+
+
 def lower_static_stage(c: Compilation) -> None:
     s: StaticSections = lower_static(c.graph, c.plan)
+    s.tasks.priorities = stream_priorities(c, s.tasks.streams)
     plan = c.plan
     c.sections.update(tasks=s.tasks, memory_plan=s.memory_plan, tiling=s.tiling)
     c.weights = s.weights
@@ -90,6 +107,7 @@ def lower_static_stage(c: Compilation) -> None:
 
 def lower_dynamic_stage(c: Compilation) -> None:
     exec_graph, c.weights = lower_dynamic(c.graph)
+    exec_graph.priorities = stream_priorities(c, exec_graph.streams)
     c.sections.update(exec_graph=exec_graph)
     c.facts.update(host_ops=exec_graph.host_ops, host_kernels=len(exec_graph.kernels))
 

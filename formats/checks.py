@@ -187,3 +187,19 @@ class Checker:
             if not ((is_int(dim) and dim >= 0) or isinstance(dim, str)):
                 self.fail(f"{join(where, key)}[{j}]", f"must be an int or a str, got {describe(dim)}")
         return tuple(shape)
+
+
+#: Stream priorities a model may give its streams (higher is served first).
+PRIORITY_RANGE = (-7, 7)
+
+
+def stream_priorities(c: Checker, d: Mapping, streams: int) -> list[int]:
+    """The optional ``priorities`` of a section with ``streams`` streams: one int in
+    PRIORITY_RANGE per stream (absent: all 0)."""
+    if "priorities" not in d:
+        return [0] * streams
+    raw = c.list(d["priorities"], "priorities")
+    if len(raw) != streams:
+        c.fail("priorities", f"has {len(raw)} entries but streams is {streams}")
+    lo, hi = PRIORITY_RANGE
+    return [c.int_value(v, f"priorities[{i}]", lo, hi) for i, v in enumerate(raw)]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checks import Checker
+from .checks import Checker, stream_priorities
 from .kinds import HostKernelKind, Impl, Placement
 from .model_section import value_dtype
 from .tasks import MAX_STREAMS
@@ -113,14 +113,19 @@ class ExecGraphSection:
     nodes: list[ExecNode]
     kernels: list[HostKernel]
     device_values: list[str]
+    priorities: list[int] = field(default_factory=list)
+    """Each stream's priority (higher is served first; empty: all 0)."""
 
     def to_payload(self) -> dict:
-        return {"inputs": self.inputs, "outputs": self.outputs,
-                "values": {k: v.to_payload() for k, v in self.values.items()},
-                "streams": self.streams, "events": self.events, "host_ops": self.host_ops,
-                "nodes": [n.to_payload() for n in self.nodes],
-                "kernels": [k.to_payload() for k in self.kernels],
-                "device_values": self.device_values}
+        out = {"inputs": self.inputs, "outputs": self.outputs,
+               "values": {k: v.to_payload() for k, v in self.values.items()},
+               "streams": self.streams, "events": self.events, "host_ops": self.host_ops,
+               "nodes": [n.to_payload() for n in self.nodes],
+               "kernels": [k.to_payload() for k in self.kernels],
+               "device_values": self.device_values}
+        if any(self.priorities):
+            out["priorities"] = list(self.priorities)
+        return out
 
     @staticmethod
     def parse(payload: Any) -> "ExecGraphSection":
@@ -152,7 +157,8 @@ class _Parser:
                       for i, x in enumerate(c.list(c.get(d, "nodes", ""), "nodes"))]
         main = self.body(d, "")
         return ExecGraphSection(main.inputs, main.outputs, self.values, self.streams, self.events,
-                                host_ops, self.nodes, main.kernels, main.device_values)
+                                host_ops, self.nodes, main.kernels, main.device_values,
+                                stream_priorities(c, d, self.streams))
 
     def node(self, x: Any, w: str) -> ExecNode:
         c = self.c

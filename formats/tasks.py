@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
 
-from .checks import Checker
+from .checks import Checker, stream_priorities
 from .kinds import Impl, Region, TaskKind
 
 #: Most streams a model may ask for: each is a device worker thread.
@@ -197,6 +197,8 @@ class TasksSection:
     lists: list[list[Task]]
     count: int
     """Tasks in all (the ids run from 0 to count - 1)."""
+    priorities: list[int] = field(default_factory=list)
+    """Each stream's priority (higher is served first; empty: all 0)."""
 
     @staticmethod
     def parse(payload: Any, section: str = "tasks", prefix: str = "") -> "TasksSection":
@@ -216,7 +218,7 @@ class TasksSection:
         count = c.int(d, "count", "", lo=0) if "count" in d else total
         if count != total:
             c.fail("count", f"is {count}, but the lists hold {total} tasks")
-        section_ = TasksSection(streams, events, lists, count)
+        section_ = TasksSection(streams, events, lists, count, stream_priorities(c, d, streams))
         section_.check(c)
         return section_
 
@@ -254,8 +256,11 @@ class TasksSection:
                 c.fail("", f"event {ev} is never {what} (events = {self.events})")
 
     def to_payload(self) -> dict:
-        return {"streams": self.streams, "events": self.events, "count": self.count,
-                "lists": [[t.to_payload() for t in tl] for tl in self.lists]}
+        out = {"streams": self.streams, "events": self.events, "count": self.count,
+               "lists": [[t.to_payload() for t in tl] for tl in self.lists]}
+        if any(self.priorities):
+            out["priorities"] = list(self.priorities)
+        return out
 
 
 @dataclass(slots=True)

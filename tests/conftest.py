@@ -21,6 +21,16 @@ def aircc_env(monkeypatch):
     config.reload()
 
 
+@pytest.fixture
+def no_faults_left():
+    """No injected fault before the test or after it (hung kernels are let go)."""
+    from aircc import faults
+
+    faults.clear()
+    yield
+    faults.clear()
+
+
 @pytest.fixture(scope="session")
 def device():
     """One virtual device for the whole session (as a process would have)."""

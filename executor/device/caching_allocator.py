@@ -96,12 +96,41 @@ class _Pool:
             yield self.blocks[self.keys[k]]
 
 
+@dataclass(frozen=True)
+class PoolOptions:
+    """Settings of a device's caching allocator (device configuration ``pool``)."""
+
+    initial_bytes: int = 0
+    """Reserved at once when the pool is created (kept until released)."""
+    growth_bytes: int = 2 << 20
+    """The pool grows by segments of this many bytes (a multiple of 512): the small
+    pool's segment, and the unit a large request is rounded up to."""
+    reuse: bool = True
+    """False: never hand out a freed block again (segments go back to device memory
+    once free), to find use-after-free bugs at the price of speed."""
+
+    def __post_init__(self):
+        if not (isinstance(self.initial_bytes, int) and self.initial_bytes >= 0):
+            raise DeviceError(f"pool initial_bytes must be an int >= 0, got {self.initial_bytes!r}")
+        if not (isinstance(self.growth_bytes, int) and self.growth_bytes >= BLOCK_ALIGN
+                and self.growth_bytes % BLOCK_ALIGN == 0):
+            raise DeviceError(f"pool growth_bytes must be a positive multiple of {BLOCK_ALIGN}, "
+                              f"got {self.growth_bytes!r}")
+        if not isinstance(self.reuse, bool):
+            raise DeviceError(f"pool reuse must be true or false, got {self.reuse!r}")
+
+    def make(self, memory: DeviceMemory) -> "CachingAllocator":
+        return CachingAllocator(memory, page_bytes=self.growth_bytes,
+                                small_limit=min(1 << 20, self.growth_bytes), reuse=self.reuse,
+                                initial_bytes=self.initial_bytes)
+
+
 class CachingAllocator:
     """Caching, splitting, coalescing, stream-aware allocator of device blocks."""
 
     def __init__(self, memory: DeviceMemory, *, page_bytes: int = 2 << 20,
                  small_limit: int = 1 << 20, sync_timeout: float | None = 30.0,
-                 same_stream_only: bool = False):
+                 same_stream_only: bool = False, reuse: bool = True, initial_bytes: int = 0):
         if page_bytes <= 0 or page_bytes % BLOCK_ALIGN:
             raise DeviceError(f"page_bytes must be a positive multiple of {BLOCK_ALIGN}, got {page_bytes}")
         if not 0 < small_limit <= page_bytes:
@@ -111,6 +140,9 @@ class CachingAllocator:
         self.small_limit = _round_up(int(small_limit), BLOCK_ALIGN)
         self.sync_timeout = sync_timeout
         self.same_stream_only = same_stream_only
+        self.reuse = reuse
+        """False: a freed block is never handed out again; its segment goes back to device
+        memory once its streams are done with it (for finding use-after-free bugs)."""
         """Never reuse a block across streams, even after its events ran (for recorded
         launch sequences that are replayed later, when those events are not there)."""
         self._lock = threading.Lock()
@@ -123,6 +155,11 @@ class CachingAllocator:
                        peak_reserved_bytes=0, requested_bytes=0, mallocs=0, frees=0,
                        cache_hits=0, segment_allocs=0, segment_releases=0, splits=0,
                        merges=0, cross_stream_waits_avoided=0, oom_syncs=0)
+        memory.pools.add(self)
+        if initial_bytes > 0:
+            with self._lock:
+                self._reserve(_round_up(int(initial_bytes), self.page_bytes), False,
+                              "the caching allocator's initial segment")
 
     # ------------------------------------------------------------ public API
     def malloc(self, size: int, stream: Stream, what: str = "") -> Block:
@@ -167,6 +204,7 @@ class CachingAllocator:
             self._c["frees"] += 1
             self._c["allocated_bytes"] -= block.size
             self._c["requested_bytes"] -= block.requested
+            self.memory.note_cached(block.size)
             streams = [block.stream] + [s for s in used_on if s is not block.stream]
             pending: Pending = {}
             for s in streams:
@@ -183,6 +221,8 @@ class CachingAllocator:
             self._relink(block, free)
             block._segment = block._prev = block._next = None
             self._insert_free(free)
+            if not self.reuse:
+                self._release_locked()
 
     def release_cached(self) -> int:
         """Return wholly free segments with no pending events to device memory; bytes released."""
@@ -197,6 +237,12 @@ class CachingAllocator:
             out["cached_blocks"] = len(self._small.keys) + len(self._large.keys)
             out["cached_bytes"] = out["reserved_bytes"] - out["allocated_bytes"]
             return out
+
+    def largest_cached_block(self) -> int:
+        """Bytes of the largest free block the pool holds."""
+        with self._lock:
+            return max((b.size for pool in (self._small, self._large)
+                        for b in pool.blocks.values()), default=0)
 
     def reset_peaks(self) -> None:
         """Set the peaks to the current totals."""
@@ -230,7 +276,9 @@ class CachingAllocator:
 
     def _find_or_grow(self, alloc: int, small: bool, stream: Stream, what: str) -> Block | None:
         pool = self._small if small else self._large
-        for b in pool.fitting(alloc):
+        if not self.reuse:
+            self._release_locked()
+        for b in pool.fitting(alloc) if self.reuse else ():
             if self._ready(b, stream):
                 self._c["cache_hits"] += 1
                 return b
@@ -248,10 +296,10 @@ class CachingAllocator:
 
     def _reserve(self, size: int, small: bool, what: str) -> Block:
         """A new segment as one free block (already in its pool)."""
-        raw = self.memory.malloc(size, what)
+        raw = self.memory.malloc(size, what, cached=True)
         if raw % BLOCK_ALIGN:
-            self.memory.free(raw)
-            raw = self.memory.malloc(size + BLOCK_ALIGN, what)
+            self.memory.free(raw, cached=True)
+            raw = self.memory.malloc(size + BLOCK_ALIGN, what, cached=True)
         seg = _Segment(raw, _round_up(raw, BLOCK_ALIGN), size, small)
         self._segments.append(seg)
         c = self._c
@@ -282,6 +330,7 @@ class CachingAllocator:
         c = self._c
         c["mallocs"] += 1
         c["allocated_bytes"] += out.size
+        self.memory.note_cached(-out.size)
         c["requested_bytes"] += requested
         c["peak_allocated_bytes"] = max(c["peak_allocated_bytes"], c["allocated_bytes"])
         return out
@@ -317,7 +366,8 @@ class CachingAllocator:
         pool.add(b)
 
     def _release_locked(self) -> int:
-        released = 0
+        """Give wholly free segments back; the bytes device memory got back."""
+        released = returned = 0
         for seg in list(self._segments):
             pool = self._small if seg.small else self._large
             b = pool.blocks.get((seg.size, seg.offset))
@@ -327,11 +377,12 @@ class CachingAllocator:
                 continue          # a stream has still to finish with it
             pool.remove(b)
             self._segments.remove(seg)
-            self.memory.free(seg.raw)
+            returned += self.memory.size_of(seg.raw)
+            self.memory.free(seg.raw, cached=True)
             released += seg.size
             self._c["segment_releases"] += 1
         self._c["reserved_bytes"] -= released
-        return released
+        return returned
 
     def _streams_with_pending(self) -> list[Stream]:
         found: dict[Stream, None] = {}

@@ -1,10 +1,10 @@
-"""The virtual device: memory, streams, events, and a control processor.
+"""The virtual device: memory, streams, events, compute units, health, and a control
+processor.
 
-The host talks to the device through submissions.  A static model is run by
-ONE submission, a model-execute task queued on the model's first stream: that
-stream's worker hands every other stream its task list, then walks its own
-(events order them), and the host is told when every stream is done.  (A
-program with no task lists goes to the device's control processor.)
+The host talks to the device through submissions (:mod:`.execution`: one per static
+run).  Streams share the device's compute units, served by priority
+(:mod:`.compute_units`); the device's health and its callbacks are in :mod:`.health`;
+discovery finds devices and gives them logical ids (:mod:`.discovery`).
 
 A run that passes its deadline is cancelled: walks stop at their next task and
 event waits wake.  A walk still inside a kernel after a short grace is *stuck*:
@@ -15,34 +15,31 @@ still write in quarantine until it returns (:mod:`.health`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 import time
 from typing import Callable
 
-from aircc import faults
 from aircc.config import settings
-from aircc.errors import (AirccError, DeviceError, DeviceLostError, DeviceOutOfMemoryError,
-                          KernelError, RunTimeoutError)
-from aircc.faults import Fault, FaultKind, InjectedFault
+from aircc.errors import DeviceError, DeviceLostError
 from aircc.ops import KernelImpl
 
+from .caching_allocator import CachingAllocator, PoolOptions
+from .compute_units import ComputeUnits, check_priority
 from .cpus import check_cpus, parse_cpus  # noqa: F401  (parse_cpus: part of this module's API)
-from .health import DeviceState, FaultRecord, Quarantine
+from .health import DeviceState, FaultRecord, HealthMonitor, Quarantine, StateCallback
 from . import threads
+from .execution import CANCEL_GRACE, ProgramExecution
 from .memory import DeviceMemory
-from .run import Cancelled, DeviceProgram, Run, Task
 from .stream import Event, Stream
 
-#: Seconds a cancelled run's walks get to stop at a task boundary before the ones still
-#: inside a kernel count as stuck.
-CANCEL_GRACE = 0.2
 
 #: Byte written over device memory when the device is lost (its contents are gone).
 LOST_BYTE = 0xA5
 
 
-class VirtualDevice:
+class VirtualDevice(ProgramExecution):
     """A device with ``memory_bytes`` of real memory and in-order streams.
 
     ``cpus`` (a set of CPU numbers or a list like ``"0"`` / ``"0-1"``; default
@@ -52,16 +49,33 @@ class VirtualDevice:
     of a virtual machine that is tens of microseconds; a small model whose host thread
     shares the workers' CPU hands over in a few.  The BLAS pool is not pinned: GEMMs
     still use every core.
+
+    ``compute_units`` (default: as many as the CPUs its workers may use): how many of
+    its streams run a task at once; ready tasks are served by stream priority, then in
+    the order they were queued (:mod:`.compute_units`).  ``pool``: the settings of the
+    device's caching allocator (:class:`~.caching_allocator.PoolOptions`).
     """
 
-    def __init__(self, memory_bytes: int | None = None, device_id: int = 0, cpus=None):
+    def __init__(self, memory_bytes: int | None = None, device_id: int = 0, cpus=None, *,
+                 compute_units: int | None = None, pool: PoolOptions | None = None,
+                 name: str | None = None):
         if memory_bytes is None:
             memory_bytes = settings().device_memory
         if cpus is None:
             cpus = settings().device_cpus
         self.cpus = check_cpus(cpus) if cpus is not None else threads.worker_cpus()
         self.id = device_id
+        """The logical id (what discovery gave it)."""
+        self.physical_id = device_id
+        self.name = name or f"dev{device_id}"
         self.memory = DeviceMemory(memory_bytes)
+        self.pool_options = pool or PoolOptions()
+        self._pool: CachingAllocator | None = None
+        if compute_units is None:
+            compute_units = len(self.cpus) if self.cpus else threads.threads()
+        self.units = ComputeUnits(compute_units)
+        self._order = itertools.count()
+        """The device's submission order (every queued task is stamped from it)."""
         self.streams: list[Stream] = []
         self._control = Stream(-1, name=f"dev{device_id}-control", cpus=self.cpus)
         self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0,
@@ -71,7 +85,7 @@ class VirtualDevice:
         """The matrix engine: kernels of ops whose engine is ``cube`` hold it while they
         run (the BLAS pool already spans every core; two at once only thrash)."""
         self.closed = False
-        self.state = DeviceState.HEALTHY
+        self.health = HealthMonitor(self)
         self.epoch = 0
         """Bumped when the device loses its memory contents (a model that loaded before
         must write its weights again: ``LoadedModel`` does so before its next run)."""
@@ -125,12 +139,63 @@ class VirtualDevice:
             os.sched_setaffinity(0, before)
 
     # ------------------------------------------------------------- resources
-    def create_stream(self, priority: int = 0) -> Stream:
+    def create_stream(self, priority: int | str = 0) -> Stream:
+        """A new stream; ``priority`` in [-7, 7] (higher is served first) or ``"low"``,
+        ``"normal"``, ``"high"``."""
         self.check_usable()
+        try:
+            priority = check_priority(priority)
+        except ValueError as e:
+            raise DeviceError(str(e)) from None
         with self._lock:
-            s = Stream(len(self.streams), priority, name=f"dev{self.id}", cpus=self.cpus)
+            s = self._new_stream(len(self.streams), priority)
             self.streams.append(s)
         return s
+
+    def _new_stream(self, stream_id: int, priority: int) -> Stream:
+        return Stream(stream_id, priority, name=self.name, cpus=self.cpus, units=self.units,
+                      order=self._order)
+
+    @property
+    def caching_allocator(self) -> CachingAllocator:
+        """The device's stream-aware caching allocator (created on first use with
+        :attr:`pool_options`)."""
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = self.pool_options.make(self.memory)
+        return self._pool
+
+    def memory_stats(self) -> dict:
+        """Device memory now: capacity, reserved (taken from device memory), allocated
+        (in use), cached (held free by caching allocators), their peaks, and
+        fragmentation (of the free device bytes, and of the cached bytes)."""
+        mem = self.memory
+        pools = list(mem.pools)
+        cached_blocks = sum(p.stats()["cached_blocks"] for p in pools)
+        largest_cached = max((p.largest_cached_block() for p in pools), default=0)
+        return {"device": self.id, "capacity_bytes": mem.capacity,
+                "reserved_bytes": mem.used, "allocated_bytes": mem.allocated,
+                "cached_bytes": mem.cached, "free_bytes": mem.capacity - mem.used,
+                "peak_reserved_bytes": mem.peak_used,
+                "peak_allocated_bytes": mem.peak_allocated,
+                "largest_free_block_bytes": mem.largest_free_block(),
+                "fragmentation": round(mem.free_bytes_fragmentation(), 4),
+                "cached_blocks": cached_blocks,
+                "cached_fragmentation": round(0.0 if not mem.cached
+                                              else 1.0 - largest_cached / mem.cached, 4),
+                "pools": len(pools), "reuse": self.pool_options.reuse,
+                "quarantined_bytes": self.quarantined_bytes}
+
+    def release_cached(self) -> int:
+        """Give every caching allocator's wholly free segments back to device memory (the
+        ones no stream still has to finish with); returns the bytes released."""
+        return sum(p.release_cached() for p in list(self.memory.pools))
+
+    def reset_peak_stats(self) -> None:
+        self.memory.reset_peaks()
+        for p in list(self.memory.pools):
+            p.reset_peaks()
 
     def destroy_stream(self, stream: Stream) -> None:
         """End ``stream``'s worker after what it has queued (a worker stuck in a task is
@@ -152,7 +217,7 @@ class VirtualDevice:
         old = [streams[i] for i in indexes]
         with self._lock:
             for i, s in zip(indexes, old):
-                new = Stream(s.id, s.priority, name=f"dev{self.id}", cpus=self.cpus)
+                new = self._new_stream(s.id, s.priority)
                 streams[i] = new
                 if s in self.streams:
                     self.streams[self.streams.index(s)] = new
@@ -172,6 +237,8 @@ class VirtualDevice:
             if not q.done.is_set():
                 self.quarantines.append(q)
         for s in streams:
+            if s.units is not None:
+                s.units.forfeit(s.holder)     # its unit is lent back until the kernel returns
             s.retire(q.stream_ended)
         return q
 
@@ -200,204 +267,91 @@ class VirtualDevice:
             pending[0].done.wait(left)
 
     # ------------------------------------------------------------- health
+    @property
+    def state(self) -> DeviceState:
+        """HEALTHY, RUNNING (work in flight), FAULT or UNAVAILABLE (:mod:`.health`)."""
+        return self.health.state
+
+    @property
+    def usable(self) -> bool:
+        """Can the device take work now (not closed, not faulted, not unavailable)?"""
+        return self.health.health is DeviceState.HEALTHY and not self.closed
+
+    def on_state_change(self, callback: StateCallback) -> Callable[[], None]:
+        """Call ``callback(device, old, new, reason)`` whenever the device goes into or out
+        of FAULT or UNAVAILABLE; returns a function that removes the callback."""
+        return self.health.on_change(callback)
+
     def note_fault(self, kind: str, detail: str) -> None:
         self.faults.append(FaultRecord(kind, detail))
 
     def lose(self, reason: str) -> None:
         """The device stops answering and its memory contents are gone (every allocated
-        byte is overwritten): submissions fail with ``DeviceLostError`` until :meth:`reset`."""
+        byte is overwritten): it goes to FAULT, and submissions fail with
+        ``DeviceLostError`` until :meth:`reset`."""
         with self._lock:
-            if self.state is DeviceState.LOST:
+            if self.health.health is not DeviceState.HEALTHY:
                 return
-            self.state = DeviceState.LOST
             self.epoch += 1
         for off, size in self.memory.allocations():
             self.memory.data[off:off + size] = LOST_BYTE
         self.note_fault("lost", reason)
+        self.health.change(DeviceState.FAULT, reason)
+
+    def inject_fault(self, reason: str = "injected fault") -> None:
+        """Make the device fail now, as a hardware fault would (:meth:`lose`)."""
+        self.lose(reason)
+
+    def mark_unavailable(self, reason: str) -> None:
+        """The device failed its start-up probe: it never takes work."""
+        self.note_fault("probe", reason)
+        self.health.change(DeviceState.UNAVAILABLE, reason)
 
     def reset(self) -> None:
-        """Bring a lost device back: it serves work again.  Memory stays allocated to whom
-        it was, but its contents are not restored: each model writes its weights again
-        before its next run (it sees ``epoch`` changed).  A stream still stuck in a task
-        is replaced by the model it belongs to, at that run's deadline."""
+        """Bring a faulted device back to HEALTHY: it serves work again.  Memory stays
+        allocated to whom it was, but its contents are not restored: each model writes
+        its weights again before its next run (it sees ``epoch`` changed).  A stream
+        still stuck in a task is replaced by the model it belongs to, at that run's
+        deadline.  An UNAVAILABLE device cannot be reset."""
+        if self.health.health is DeviceState.UNAVAILABLE:
+            raise DeviceError(f"device {self.id} is unavailable ({self.faults[-1].detail}); "
+                              f"it cannot be reset")
         with self._lock:
-            self.state = DeviceState.HEALTHY
             self.stats["resets"] += 1
         self.note_fault("reset", f"device {self.id} reset")
+        self.health.change(DeviceState.HEALTHY, "reset")
 
     def check_usable(self) -> None:
-        """DeviceError if closed, DeviceLostError if lost."""
+        """DeviceError if closed or unavailable, DeviceLostError if faulted."""
         if self.closed:
             raise DeviceError(f"device {self.id} is closed")
-        if self.state is DeviceState.LOST:
+        health = self.health.health
+        if health is DeviceState.FAULT:
             raise DeviceLostError(f"device {self.id} is lost ({self.faults[-1].detail if self.faults else 'no answer'}); "
                                   f"reset it, or load the model with a recovery policy that "
                                   f"resets or fails over")
+        if health is DeviceState.UNAVAILABLE:
+            raise DeviceError(f"device {self.id} is unavailable: "
+                              f"{self.faults[-1].detail if self.faults else 'it failed its probe'}")
 
-    def fire(self, fault: Fault, node: str, nbytes: int = 0) -> None:
-        """Make an injected ``fault`` happen in the kernel of ``node`` (on its stream)."""
-        if not faults.fire(fault):
-            return
-        kind = fault.kind
-        if kind is FaultKind.KERNEL_ERROR:
-            raise InjectedFault(f"injected kernel error in node '{node}'")
-        if kind is FaultKind.HANG:
-            fault.hang()
-        elif kind is FaultKind.OOM:
-            raise DeviceOutOfMemoryError(nbytes, 0, self.memory.capacity,
-                                         f"node '{node}' (injected fault)")
-        elif kind is FaultKind.DEVICE_LOST:
-            self.lose(f"injected at node '{node}'")
-            raise DeviceLostError(f"device {self.id} was lost while running node '{node}' "
-                                  f"(injected fault)")
+    def run_on_control(self, task: Callable[[], None]) -> None:
+        """Queue ``task`` on the device's control processor (probes, housekeeping)."""
+        self._control.submit(task)
 
-    # ------------------------------------------------------------- execution
-    def execute(self, program: DeviceProgram, feeds: list, results: list,
-                timeout: float | None = None, faults_plan: dict | None = None) -> None:
-        """Run a static program: one host submission, the device does the rest.
-
-        ``results`` holds one slot per output binding; the program's device-to-host
-        copies fill them (a slot may come preset, e.g. an output known on the host).
-        """
-        t0 = time.thread_time()
-        run = self.submit(program, feeds, results, faults_plan)
-        self.last_submit_seconds = time.thread_time() - t0   # host CPU spent submitting
-        self.finish(program, run, timeout)
-
-    def submit(self, program: DeviceProgram, feeds: list, results: list,
-               faults_plan: dict | None = None) -> Run:
-        """The host's half of :meth:`execute`: arm the program's run record and hand it to
-        the device (its first stream).  Holds ``program.lock`` until :meth:`finish`."""
-        if self.state is not DeviceState.HEALTHY or self.closed:
-            self.check_usable()
-        program.lock.acquire()     # one execution of a program at a time: its run record is reused
-        run = program.run
-        if run is None:
-            run = program.run = Run(len(program.lists))
-            program.dispatch = lambda: self._dispatch(program, run)
-        run.arm(feeds, results, faults_plan)
-        (program.streams[0] if program.lists else self._control).submit(program.dispatch)
-        return run
-
-    def finish(self, program: DeviceProgram, run: Run, timeout: float | None = None) -> None:
-        """Wait for a submitted execution; raise what failed on the device.
-
-        Past ``timeout`` the run is cancelled and a :class:`RunTimeoutError` names where
-        each unfinished stream was; its ``stuck`` lists the streams still inside a task
-        after :data:`CANCEL_GRACE` (the run record is then abandoned to them: the
-        program's owner must replace those streams before the program runs again)."""
-        try:
-            if not run.wait_done(timeout):
-                busy = sorted(run.stuck(), key=lambda i: not program.in_kernel(run, i))
-                where = [program.where(run, i) for i in busy]
-                error = RunTimeoutError(
-                    f"model '{program.name}': the run passed its deadline of {timeout:g} s in "
-                    f"{'; '.join(where) or 'no stream'}",
-                    stream=busy[0] if busy else None, task=where[0] if where else "")
-                run.fail(error, program.events)
-                if not run.wait_done(CANCEL_GRACE):
-                    self.abandon(program, run, error)
-            if run.error is not None:
-                raise run.error
-        finally:
-            program.lock.release()
-
-    def abandon(self, program: DeviceProgram, run: Run, error: BaseException) -> list[int]:
-        """Give up on a cancelled run whose walks are stuck: a fault on the device, the run
-        record left to them, and ``error`` (a RunTimeoutError) told which streams are
-        stuck.  Returns them."""
-        stuck = run.stuck()
-        if isinstance(error, RunTimeoutError):
-            error.stuck = stuck
-        if stuck and not run.abandoned:
-            self.note_fault("timeout", f"{program.name}: "
-                                       f"{'; '.join(program.where(run, i) for i in stuck)}")
-        program.run = None
-        run.abandon()
-        return stuck
-
-    def _dispatch(self, program: DeviceProgram, run: Run) -> None:
-        """The model-execute task, on the first stream: start the run, give each other
-        stream its task list, walk the first one here."""
-        self.stats["host_submissions"] += 1
-        self.stats["model_executions"] += 1
-        run.start(program.events)
-        if not program.lists:
-            run.done.release()
-            return
-        walk = self._walk if run.faults is None else self._walk_with_faults
-        for i in range(1, len(program.lists)):
-            program.streams[i].submit(lambda i=i: walk(program.lists[i], run, program.events, i))
-        walk(program.lists[0], run, program.events, 0)
-
-    def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
-              index: int) -> None:
-        """A stream worker walks its task list; control tasks return the index to jump to."""
-        pc, n, ran = 0, len(tasks), 0
-        at = run.at
-        desc: dict = {}
-        try:
-            while pc < n:
-                if run.cancelled:
-                    break
-                at[index] = pc
-                fn, desc = tasks[pc]
-                jump = fn(run)
-                pc = pc + 1 if jump is None else jump
-                ran += 1
-            self.stats["tasks_run"] += ran
-        except BaseException as e:
-            self._failed(run, events, desc, e)
-        finally:
-            run.stream_finished(index)
-
-    def _walk_with_faults(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
-                          index: int) -> None:
-        """:meth:`_walk` for a run that injected faults may hit (checked before each kernel)."""
-        plan = run.faults
-        pc, n = 0, len(tasks)
-        desc: dict = {}
-        try:
-            while pc < n and not run.cancelled:
-                run.at[index] = pc
-                fn, desc = tasks[pc]
-                node = desc.get("node")
-                if node is not None:
-                    fault = faults.pick(plan, node)
-                    if fault is not None:
-                        self.fire(fault, node)
-                jump = fn(run)
-                pc = pc + 1 if jump is None else jump
-        except BaseException as e:
-            self._failed(run, events, desc, e)
-        finally:
-            run.stream_finished(index)
-
-    @staticmethod
-    def _failed(run: Run, events: list[Event], desc: dict, e: BaseException) -> None:
-        if isinstance(e, Cancelled):
-            return
-        if not isinstance(e, AirccError):       # a kernel failed: name the node and op
-            e = KernelError(desc.get("node", desc.get("kind", "?")),
-                            desc.get("op", desc.get("kind", "?")), e)
-        run.fail(e, events)
-
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """End the device's workers (``wait``: up to a short grace each) and take no more
+        work."""
+        grace = CANCEL_GRACE if wait else 0
         for s in list(self.streams):
-            s.close(timeout=CANCEL_GRACE)
+            s.close(timeout=grace)
         self.streams.clear()
-        self._control.close(timeout=CANCEL_GRACE)
+        self._control.close(timeout=grace)
         self.closed = True
 
 
-_default: VirtualDevice | None = None
-_default_lock = threading.Lock()
-
-
 def default_device() -> VirtualDevice:
-    """The process-wide device 0 (created on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None or _default.closed:
-            _default = VirtualDevice()
-        return _default
+    """The process's logical device 0 (devices are discovered on first use:
+    :mod:`.discovery`)."""
+    from .discovery import registry
+
+    return registry().get(0)

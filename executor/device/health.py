@@ -3,11 +3,19 @@ kernel may still write it.
 
 States (after the runtime this project models):
 
-- ``HEALTHY``: serving work;
-- ``FAULT``: a watchdog found a stream stuck in a task; the device replaces the stuck
-  workers and goes back to ``HEALTHY`` (the stuck kernel's memory is quarantined);
-- ``LOST``: the device stopped answering and its memory contents are gone; every
-  submission fails with ``DeviceLostError`` until :meth:`VirtualDevice.reset`.
+- ``HEALTHY``: found at start-up, answering, and idle;
+- ``RUNNING``: healthy with work in flight (a model's run, a copy);
+- ``FAULT``: the device stopped answering (a fault raised by a kernel or injected): its
+  memory contents are gone and every submission fails with ``DeviceLostError`` until
+  :meth:`VirtualDevice.reset` brings it back to ``HEALTHY``;
+- ``UNAVAILABLE``: it failed its start-up probe (unhealthy, or answered too late) and
+  is never used.
+
+A stream found stuck in a task is not a state: the device replaces the stuck workers
+and stays ``HEALTHY`` (the stuck kernel's memory is quarantined, a ``timeout``
+:class:`FaultRecord` says what happened).  Callbacks registered with
+:meth:`VirtualDevice.on_state_change` hear every change into or out of ``FAULT`` and
+``UNAVAILABLE`` (``RUNNING`` comes and goes with every run: read it, it calls nobody).
 """
 from __future__ import annotations
 
@@ -20,8 +28,14 @@ from typing import Callable
 
 class DeviceState(str, enum.Enum):
     HEALTHY = "healthy"
+    RUNNING = "running"
     FAULT = "fault"
-    LOST = "lost"
+    UNAVAILABLE = "unavailable"
+
+    @property
+    def usable(self) -> bool:
+        """Can the device take work (HEALTHY or RUNNING)?"""
+        return self is DeviceState.HEALTHY or self is DeviceState.RUNNING
 
 
 @dataclass(frozen=True)
@@ -29,7 +43,7 @@ class FaultRecord:
     """One thing that went wrong on the device, for its log (``device.faults``)."""
 
     kind: str
-    """``timeout`` (a stuck stream replaced), ``lost``, ``reset``."""
+    """``timeout`` (a stuck stream replaced), ``lost``, ``reset``, ``probe``."""
     detail: str
     at: float = field(default_factory=time.time)
 
@@ -65,3 +79,58 @@ class Quarantine:
         finally:
             self.done.set()
             self._on_done(self)
+
+
+#: A state-change callback: ``callback(device, old_state, new_state, reason)``.
+StateCallback = Callable[[object, DeviceState, DeviceState, str], None]
+
+
+class HealthMonitor:
+    """A device's health (HEALTHY, FAULT or UNAVAILABLE), its runs in flight (RUNNING is
+    healthy with work in flight) and the callbacks that hear its changes."""
+
+    def __init__(self, device: object):
+        self._device = device
+        self.health = DeviceState.HEALTHY
+        self.in_flight = 0
+        self._lock = threading.Lock()
+        self._callbacks: dict[int, StateCallback] = {}
+        self._next_id = 0
+
+    @property
+    def state(self) -> DeviceState:
+        if self.health is DeviceState.HEALTHY and self.in_flight:
+            return DeviceState.RUNNING
+        return self.health
+
+    def started(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+    def finished(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def on_change(self, callback: StateCallback) -> Callable[[], None]:
+        """Call ``callback`` on every change of health; returns a function that removes it."""
+        with self._lock:
+            key = self._next_id
+            self._next_id += 1
+            self._callbacks[key] = callback
+        return lambda: self._callbacks.pop(key, None)
+
+    def change(self, new: DeviceState, reason: str) -> bool:
+        """Set the health to ``new`` and tell the callbacks (False: it already was).  A
+        callback that raises is ignored: the device's state must not depend on it."""
+        with self._lock:
+            old = self.health
+            if old is new:
+                return False
+            self.health = new
+            callbacks = list(self._callbacks.values())
+        for cb in callbacks:
+            try:
+                cb(self._device, old, new, reason)
+            except Exception:       # a listener's bug must not stop the device's transition
+                pass
+        return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import weakref
 
 import numpy as np
 
@@ -33,12 +34,45 @@ class DeviceMemory:
         self.data = raw[start:start + self.capacity]
         self._free: list[tuple[int, int]] = [(0, self.capacity)]   # (offset, size), sorted
         self._used: dict[int, int] = {}
+        self._used_bytes = 0
         self._lock = threading.Lock()
         self.peak_used = 0
+        self.cached = 0
+        """Bytes of :attr:`used` that caching allocators hold free for reuse (reserved
+        but not allocated); they report it (:meth:`note_cached`)."""
+        self.peak_allocated = 0
+        self.pools: "weakref.WeakSet" = weakref.WeakSet()
+        """The caching allocators over this memory (for statistics and release)."""
 
     @property
     def used(self) -> int:
-        return sum(self._used.values())
+        """Bytes reserved from this memory (by models, copies and caching allocators)."""
+        return self._used_bytes
+
+    @property
+    def allocated(self) -> int:
+        """Bytes in use: :attr:`used` minus what caching allocators hold free."""
+        return self._used_bytes - self.cached
+
+    def note_cached(self, delta: int) -> None:
+        """A caching allocator's free (cached) bytes changed by ``delta``."""
+        with self._lock:
+            self.cached += delta
+            self.peak_allocated = max(self.peak_allocated, self._used_bytes - self.cached)
+
+    def reset_peaks(self) -> None:
+        """Set the peaks to the current totals."""
+        with self._lock:
+            self.peak_used = self._used_bytes
+            self.peak_allocated = self._used_bytes - self.cached
+
+    def free_bytes_fragmentation(self) -> float:
+        """How scattered the free bytes are: 1 - largest free block / free bytes (0: one
+        block, or no free bytes; near 1: many small holes)."""
+        with self._lock:
+            free = sum(s for _, s in self._free)
+            largest = max((s for _, s in self._free), default=0)
+        return 0.0 if free == 0 else 1.0 - largest / free
 
     @property
     def available(self) -> int:
@@ -57,8 +91,10 @@ class DeviceMemory:
     def largest_free_block(self) -> int:
         return max((s for _, s in self._free), default=0)
 
-    def malloc(self, size: int, what: str = "") -> int:
-        """Reserve ``size`` bytes; returns the offset."""
+    def malloc(self, size: int, what: str = "", cached: bool = False) -> int:
+        """Reserve ``size`` bytes; returns the offset.  ``cached``: for a caching
+        allocator's segment, which counts as cached (free for reuse) until it hands
+        parts of it out."""
         size = max(ALIGNMENT, (int(size) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
         with self._lock:
             for k, (off, free) in enumerate(self._free):
@@ -68,16 +104,25 @@ class DeviceMemory:
                     else:
                         self._free[k] = (off + size, free - size)
                     self._used[off] = size
-                    self.peak_used = max(self.peak_used, self.used)
+                    self._used_bytes += size
+                    if cached:
+                        self.cached += size
+                    self.peak_used = max(self.peak_used, self._used_bytes)
+                    self.peak_allocated = max(self.peak_allocated, self._used_bytes - self.cached)
                     return off
-            raise DeviceOutOfMemoryError(size, self.capacity - sum(self._used.values()),
+            raise DeviceOutOfMemoryError(size, self.capacity - self._used_bytes,
                                          self.capacity, what)
 
-    def free(self, offset: int) -> None:
+    def free(self, offset: int, cached: bool = False) -> None:
+        """Give the allocation at ``offset`` back (``cached``: a caching allocator's
+        wholly free segment)."""
         with self._lock:
             size = self._used.pop(offset, None)
             if size is None:
                 raise DeviceError(f"free of offset {offset}, which is not an allocation")
+            self._used_bytes -= size
+            if cached:
+                self.cached -= size
             k = bisect.bisect_left(self._free, (offset, 0))
             self._free.insert(k, (offset, size))
             # coalesce with the next and the previous block

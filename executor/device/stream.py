@@ -18,6 +18,7 @@ which the thread ends, while a new stream takes the old one's place.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
@@ -25,12 +26,28 @@ import time
 from typing import Callable, Collection
 
 from aircc.errors import StreamSyncTimeoutError
+from .compute_units import ComputeUnits, Holder
 from .threads import mark_device_worker
+
+#: The stream whose worker is the calling thread (its unit holder), for event waits.
+_worker = threading.local()
 
 #: Errors a worker keeps from tasks that raised (the newest ones).
 MAX_FAULTS = 16
 #: Seconds a stream's worker waits for work before it ends (see the module doc).
 IDLE_SECONDS = 0.25
+
+
+def in_device_worker() -> bool:
+    """Is the calling thread a stream's worker?"""
+    return getattr(_worker, "stream", None) is not None
+
+
+def worker_holder() -> Holder | None:
+    """The compute-unit holder of the stream whose worker is the calling thread (None on
+    a host thread, or on a stream without compute units)."""
+    stream = getattr(_worker, "stream", None)
+    return stream.holder if stream is not None and stream.units is not None else None
 
 
 class Event:
@@ -47,7 +64,17 @@ class Event:
             self._cond.notify_all()
 
     def wait(self, generation: int, cancelled: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Block until the record of ``generation`` ran; False if cancelled or timed out."""
+        """Block until the record of ``generation`` ran; False if cancelled or timed out.
+        A stream worker gives its compute unit back while it waits."""
+        if self._generation >= generation:
+            return True
+        stream = getattr(_worker, "stream", None)
+        if stream is None or stream.units is None:
+            return self._wait(generation, cancelled, timeout)
+        with stream.units.released_while(stream.holder):
+            return self._wait(generation, cancelled, timeout)
+
+    def _wait(self, generation: int, cancelled: Callable[[], bool], timeout: float | None) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: self._generation >= generation or cancelled(),
                                        timeout=timeout) and self._generation >= generation
@@ -63,15 +90,24 @@ class Event:
 
 
 class Stream:
-    """An in-order task queue with its own device worker (on ``cpus`` if given)."""
+    """An in-order task queue with its own device worker (on ``cpus`` if given).
+
+    With ``units`` (the device's :class:`~.compute_units.ComputeUnits`) the worker holds
+    a compute unit while it runs a task, and tasks of all the device's streams are
+    served by ``priority`` (higher first), then by the order they were queued in
+    (``order``: the device's sequence of submissions)."""
 
     def __init__(self, stream_id: int, priority: int = 0, name: str = "device",
-                 cpus: Collection[int] | None = None, idle: float | None = IDLE_SECONDS):
+                 cpus: Collection[int] | None = None, idle: float | None = IDLE_SECONDS,
+                 units: ComputeUnits | None = None, order: itertools.count | None = None):
         self.id = stream_id
         self.priority = priority
         self.name = name
         self.cpus = frozenset(cpus) if cpus else None
-        self._queue: "queue.SimpleQueue[Callable[[], None] | None]" = queue.SimpleQueue()
+        self.units = units
+        self.holder = Holder(priority)
+        self._order = order if order is not None else itertools.count()
+        self._queue: "queue.SimpleQueue[tuple[int, Callable[[], None] | None]]" = queue.SimpleQueue()
         self.tasks_run = 0
         self.running: Callable[[], None] | None = None
         """The task the worker is inside now (None when it waits for work)."""
@@ -100,7 +136,7 @@ class Stream:
     def submit(self, task: Callable[[], None]) -> None:
         """Queue ``task``; it runs after everything queued before it on this stream (a parked
         stream gets a new worker first)."""
-        self._queue.put(task)
+        self._queue.put((next(self._order), task))
         if self.parked:
             self._unpark()
 
@@ -161,21 +197,29 @@ class Stream:
 
     def _drain(self) -> None:
         mark_device_worker()
+        _worker.stream = self
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)   # this thread only (checked by the device)
-        get = self._queue.get
+        get, get_nowait = self._queue.get, self._queue.get_nowait
+        units, holder = self.units, self.holder
         ended = True
+        item = None
         try:
             while True:
-                try:
-                    task = get(timeout=self.idle)
-                except queue.Empty:
-                    if self._park():
-                        ended = False
-                        return
-                    continue
+                if item is None:
+                    try:
+                        item = get(timeout=self.idle)
+                    except queue.Empty:
+                        if self._park():
+                            ended = False
+                            return
+                        continue
+                seq, task = item
                 if task is None:
                     return
+                if units is not None and not holder.holding:
+                    holder.seq = seq
+                    units.acquire(holder)
                 self.running_since = time.monotonic()
                 self.running = task
                 try:
@@ -185,7 +229,18 @@ class Stream:
                     del self.faults[:-MAX_FAULTS]
                 self.running = None
                 self.tasks_run += 1
+                try:
+                    item = get_nowait()
+                except queue.Empty:
+                    item = None
+                if units is not None:
+                    if item is None or item[1] is None:
+                        units.release(holder)
+                    else:
+                        units.pass_or_keep(holder, item[0])
         finally:
+            if units is not None and holder.holding:
+                units.release(holder)
             if ended:
                 with self._end_lock:
                     then, self._on_end = self._on_end, []

@@ -35,6 +35,7 @@ from aircc.formats.kinds import HostKernelKind, Placement
 from aircc.ops import KernelBackend, Target, TensorType
 from aircc.ops.device import COPY_OPS, DOMAIN
 
+from aircc.executor.device.compute_units import stream_priority
 from .control_flow import check_control_nodes
 from .feeds import check_feeds, select_outputs
 from .host_values import feed_type
@@ -74,7 +75,7 @@ class DynamicModel:
 
     def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
                  backend: KernelBackend, target: Target, *, runtime_core_number: int | None = None,
-                 replay: bool = True):
+                 replay: bool = True, priority: int = 0):
         self.om, self.device = om, device
         self.backend, self.target = backend, target
         self.description = contract.model
@@ -98,15 +99,14 @@ class DynamicModel:
         self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
         self.prepared = PreparedConstants(device.memory, f"model '{self.name}'")
         """What kernels derive from the weights (``prepare``), shared by every shape's run."""
-        if not hasattr(device, "caching_allocator"):
-            device.caching_allocator = CachingAllocator(device.memory)
         self.allocator: CachingAllocator = device.caching_allocator
         self._state: RunState | None = None
         self._in_flight: tuple[DeviceProgram, Run] | None = None
         self._recover_lock = threading.Lock()
         try:
             self._allocate_weights()
-            self.streams = [device.create_stream() for _ in range(max(1, eg.streams))]
+            self.streams = [device.create_stream(stream_priority(priority, eg.priorities, i))
+                            for i in range(max(1, eg.streams))]
         except BaseException:
             self.close()
             raise
@@ -173,7 +173,7 @@ class DynamicModel:
         bind_symbols(self.inputs, ordered)
         plain = all(type(a) is np.ndarray for a in ordered)    # no sequence, no optional
         key = tuple((a.shape, a.dtype.str) for a in ordered) if plain else None
-        plan = faults.for_run(self.name, run_index)
+        plan = faults.for_run(self.name, run_index, self.device.id)
         if key in self._replays:
             return select_outputs(self._run_replay(key, ordered, t0, timeout, plan), output_names)
         self.generation += 1
@@ -240,9 +240,9 @@ class DynamicModel:
         return stuck
 
     # ------------------------------------------------------------ faults
-    def cancel(self, error: BaseException) -> None:
+    def cancel(self, error: BaseException, wait: bool = True) -> None:
         """Stop the run in flight (from another thread) with ``error``; the running thread
-        recovers from streams stuck in a kernel."""
+        recovers from streams stuck in a kernel.  ``wait`` False: only tell the run."""
         state = self._state
         if state is not None:
             state.fail(error)
@@ -251,7 +251,7 @@ class DynamicModel:
         if current is not None:
             program, run = current
             run.fail(error, program.events)
-            if not run.wait_done(CANCEL_GRACE):
+            if wait and not run.wait_done(CANCEL_GRACE):
                 self.device.abandon(program, run, error)
 
     def recover_stuck(self, stuck: list[int], state: RunState | None = None,

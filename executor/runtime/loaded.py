@@ -25,7 +25,9 @@ from aircc.config import settings
 from aircc.errors import (ConfigError, DeviceLostError, DeviceOutOfMemoryError, KernelError,
                           ModelClosedError, RunTimeoutError)
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
+from aircc.executor.device.discovery import failover_candidates
 from aircc.executor.device.health import DeviceState
+from aircc.executor.device.stream import in_device_worker
 
 from .recovery import RecoveryPolicy, default_policy
 
@@ -48,7 +50,9 @@ class LoadedModel:
         self._lock = threading.Lock()          # one run at a time
         self._closing = self._closed = False
         self._close_pending = False
+        self._unwatch: Callable[[], None] | None = None
         self._engine = self._load(make, device)
+        self._watch(device)
 
     @property
     def timeout(self) -> float:
@@ -71,6 +75,24 @@ class LoadedModel:
                 raise
             self._note(e, "released the device's cached blocks and loaded again")
             return make(device)
+
+    def _watch(self, device: VirtualDevice) -> None:
+        """Hear ``device``'s state changes (and no longer the previous device's)."""
+        if self._unwatch is not None:
+            self._unwatch()
+        self._unwatch = device.on_state_change(self._device_changed)
+
+    def _device_changed(self, device: VirtualDevice, old: DeviceState, new: DeviceState,
+                        reason: str) -> None:
+        """The device went to FAULT: stop the run in flight on it, which then recovers as
+        the policy says (reset, fail over) or fails.  A fault raised by a kernel is
+        raised by that kernel itself."""
+        if new is not DeviceState.FAULT or in_device_worker():
+            return
+        engine = self.__dict__.get("_engine")
+        if engine is not None and engine.device is device:
+            engine.cancel(DeviceLostError(f"device {device.id} faulted during the run "
+                                          f"({reason})"))
 
     # ------------------------------------------------------------ what it is
     @property
@@ -123,7 +145,7 @@ class LoadedModel:
             try:
                 engine = self._engine
                 device = engine.device
-                if device.state is DeviceState.HEALTHY and engine.epoch == device.epoch:
+                if device.usable and engine.epoch == device.epoch:
                     try:
                         return engine.run(feeds, output_names, timeout, self._runs)
                     except (DeviceLostError, DeviceOutOfMemoryError, RunTimeoutError,
@@ -145,7 +167,7 @@ class LoadedModel:
                 if error is not None:
                     raise error
                 device = engine.device
-                if device.state is not DeviceState.HEALTHY:
+                if not device.usable:
                     device.check_usable()          # a lost device: DeviceLostError
                 if engine.epoch != device.epoch:
                     engine.restore()               # the device lost what was written
@@ -179,14 +201,15 @@ class LoadedModel:
         """Reset the lost device, or move to the next healthy failover device."""
         lost = engine.device
         if self.recovery.device_lost == "failover":
-            for device in self.recovery.failover_devices:
-                if device is lost or device.closed or device.state is not DeviceState.HEALTHY:
+            for device in self.recovery.failover_devices or failover_candidates(lost):
+                if device is lost or not device.usable:
                     continue
                 try:
                     new = self._make(device)
                 except DeviceOutOfMemoryError:
                     continue
                 self._engine = new
+                self._watch(device)
                 engine.close()
                 return f"failed over from device {lost.id} to device {device.id}"
         lost.reset()
@@ -221,6 +244,9 @@ class LoadedModel:
 
     def _release(self) -> None:
         self._close_pending = False
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         engine = self.__dict__.pop("_engine", None)
         if engine is not None:
             self.__dict__["_engine"] = _Closed(engine)
@@ -253,7 +279,7 @@ class _Closed:
     def close(self) -> None:
         pass
 
-    def cancel(self, error: BaseException) -> None:
+    def cancel(self, error: BaseException, wait: bool = True) -> None:
         pass
 
 

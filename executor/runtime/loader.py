@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 
-from aircc.executor.device.device import VirtualDevice, default_device
+from aircc.errors import DeviceError
+from aircc.executor.device.compute_units import check_priority
+from aircc.executor.device.device import VirtualDevice
+from aircc.executor.device.discovery import resolve_device
 from aircc.formats import OmFile, load_om
 from aircc.ops import check_target, kernel_backend
 
@@ -18,11 +21,13 @@ from .recovery import RecoveryPolicy
 from .static_model import StaticModel
 
 
-def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice | None = None,
+def load_model(source: str | os.PathLike | bytes | OmFile,
+               device: VirtualDevice | int | None = None,
                *, runtime_core_number: int | None = None, pad_to_gear: bool = False,
                replay: bool = True, timeout: float | None = None,
-               recovery: RecoveryPolicy | None = None) -> LoadedModel:
-    """A runnable model for ``source`` on ``device`` (the default device if None).
+               recovery: RecoveryPolicy | None = None, priority: int | str = 0) -> LoadedModel:
+    """A runnable model for ``source`` on ``device`` (a device, a logical device id, or
+    None: logical device 0).
 
     ``runtime_core_number`` (dynamic models): 1 runs the host kernels in one
     thread, 3 as a three-stage pipeline (default: $AIR_RUNTIME_CORE_NUMBER or 3).
@@ -31,15 +36,22 @@ def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice
     with those shapes replay its launches as one device submission.
     ``timeout``: the deadline of each run in seconds (default ``$AIRCC_RUN_TIMEOUT``);
     ``recovery``: what to do when a run fails (default ``$AIRCC_RECOVERY``).
+    ``priority``: the model's streams' priority on the device, in [-7, 7] or ``"low"``,
+    ``"normal"``, ``"high"`` (added to what the compiler gave each stream).
     """
     om = source if isinstance(source, OmFile) else load_om(source)
     contract = om.parsed()
     target = check_target(contract.model.target.to_payload(), f"model '{contract.model.name}'")
     backend = kernel_backend(target.backend)
-    device = device or default_device()
+    device = resolve_device(device)
+    try:
+        priority = check_priority(priority)
+    except ValueError as e:
+        raise DeviceError(str(e)) from None
     if contract.mode == "static":
         def make(dev: VirtualDevice):
-            return StaticModel(om, contract, dev, backend, target, pad_to_gear=pad_to_gear)
+            return StaticModel(om, contract, dev, backend, target, pad_to_gear=pad_to_gear,
+                               priority=priority)
     else:
         from .dynamic_model import DynamicModel, runtime_core_number_of
 
@@ -47,5 +59,5 @@ def load_model(source: str | os.PathLike | bytes | OmFile, device: VirtualDevice
 
         def make(dev: VirtualDevice):
             return DynamicModel(om, contract, dev, backend, target,
-                                runtime_core_number=cores, replay=replay)
+                                runtime_core_number=cores, replay=replay, priority=priority)
     return LoadedModel(make, device, timeout=timeout, recovery=recovery)

@@ -30,6 +30,7 @@ from aircc.formats import ModelContract, OmFile
 from aircc.formats.kinds import Region
 from aircc.ops import KernelBackend, Target
 
+from aircc.executor.device.compute_units import stream_priority
 from .feeds import check_feeds, exact_feeds, select_outputs
 from .static_tasks import TaskBinder
 
@@ -43,7 +44,8 @@ class StaticModel:
     """
 
     def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
-                 backend: KernelBackend, target: Target, *, pad_to_gear: bool = False):
+                 backend: KernelBackend, target: Target, *, pad_to_gear: bool = False,
+                 priority: int = 0):
         self.om = om
         self.device = device
         self.backend, self.target = backend, target
@@ -69,8 +71,10 @@ class StaticModel:
                                            f"activation arena of model '{self.name}'")
             self.write_weights()
             self.events = device.create_events(max(p.tasks.events for p in self.plans))
-            self.streams = [device.create_stream()
-                            for _ in range(max(p.tasks.streams for p in self.plans))]
+            nstreams = max(p.tasks.streams for p in self.plans)
+            compiled = max(self.plans, key=lambda p: p.tasks.streams).tasks.priorities
+            self.streams = [device.create_stream(stream_priority(priority, compiled, i))
+                            for i in range(nstreams)]
             self._bind_programs()
         except BaseException:
             self.close()
@@ -145,7 +149,7 @@ class StaticModel:
         ``timeout``: seconds before the run is cancelled (RunTimeoutError naming where
         it was); ``run_index``: which run of the model this is (for injected faults)."""
         t0 = thread_time()
-        plan_faults = faults.for_run(self.name, run_index)
+        plan_faults = faults.for_run(self.name, run_index, self.device.id)
         fast = self._fast
         if fast is not None and output_names is None:
             ordered = exact_feeds(fast[1], feeds)
@@ -189,15 +193,16 @@ class StaticModel:
         return t1, thread_time()
 
     # ---------------------------------------------------------------- faults
-    def cancel(self, error: BaseException) -> None:
+    def cancel(self, error: BaseException, wait: bool = True) -> None:
         """Stop the run in flight (from another thread) with ``error``; walks stuck in a
-        kernel are abandoned to it (the running thread then recovers)."""
+        kernel are abandoned to it (the running thread then recovers).  ``wait`` False:
+        only tell the run (its own deadline handles walks that do not stop)."""
         current = self._in_flight
         if current is None:
             return
         program, run = current
         run.fail(error, program.events)
-        if not run.wait_done(CANCEL_GRACE):
+        if wait and not run.wait_done(CANCEL_GRACE):
             self.device.abandon(program, run, error)
 
     def recover_stuck(self, run: Run) -> None:

@@ -43,11 +43,7 @@ def any_batch(proto):
     return proto
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left():
-    faults.clear()
-    yield
-    faults.clear()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.fixture
@@ -206,7 +202,7 @@ def test_a_lost_device_fails_over_to_another(builds, dev):
     faults.inject("device_lost", node="sum")
     np.testing.assert_array_equal(m.run({"x": X})["y"], want)
     assert m.device is spare and "failed over from device 0 to device 1" in m.recoveries[0]["action"]
-    assert dev.memory.used == 0 and dev.state.value == "lost"
+    assert dev.memory.used == 0 and dev.state.value == "fault"
     np.testing.assert_array_equal(m.run({"x": X})["y"], want)
     m.close()
     assert spare.memory.used == 0

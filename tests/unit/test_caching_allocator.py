@@ -212,7 +212,7 @@ def test_blocks_are_512_aligned_when_device_memory_is_shared(streams):
         alloc.view(x, np.uint8, (513,))
     alloc.free(x, [s])
     s.synchronize(5)
-    assert alloc.release_cached() == 2 * MiB and mem.used == 64
+    assert alloc.release_cached() == 2 * MiB + 512 and mem.used == 64   # with its alignment slack
 
 
 def test_double_free_and_foreign_blocks_raise(streams):

@@ -1,0 +1,187 @@
+"""The device's half of running a program: one host submission, then the device's
+streams walk their task lists (events order them), and the host waits for the end.
+
+A static model is run by ONE submission, a model-execute task queued on the model's
+first stream: that stream's worker hands every other stream its task list, then walks
+its own, and the host is told when every stream is done.  (A program with no task
+lists goes to the device's control processor.)  A walk offers its compute unit to a
+waiting stream of higher priority at each task boundary (:mod:`.compute_units`).
+
+:class:`ProgramExecution` is a part of :class:`~.device.VirtualDevice` (its
+``execute``, ``submit``, ``finish``, ``abandon`` and fault firing), kept here so
+that the device's resources and its execution read apart.
+"""
+from __future__ import annotations
+
+import time
+
+from aircc import faults
+from aircc.errors import AirccError, DeviceLostError, DeviceOutOfMemoryError, KernelError, \
+    RunTimeoutError
+from aircc.faults import Fault, FaultKind, InjectedFault
+
+from .health import DeviceState
+from .run import Cancelled, DeviceProgram, Run, Task
+from .stream import Event, worker_holder
+
+#: Seconds a cancelled run's walks get to stop at a task boundary before the ones still
+#: inside a kernel count as stuck.
+CANCEL_GRACE = 0.2
+
+
+class ProgramExecution:
+    """Running programs on the device (mixed into :class:`~.device.VirtualDevice`)."""
+
+    def fire(self, fault: Fault, node: str, nbytes: int = 0) -> None:
+        """Make an injected ``fault`` happen in the kernel of ``node`` (on its stream)."""
+        if not faults.fire(fault):
+            return
+        kind = fault.kind
+        if kind is FaultKind.KERNEL_ERROR:
+            raise InjectedFault(f"injected kernel error in node '{node}'")
+        if kind is FaultKind.HANG:
+            fault.hang()
+        elif kind is FaultKind.OOM:
+            raise DeviceOutOfMemoryError(nbytes, 0, self.memory.capacity,
+                                         f"node '{node}' (injected fault)")
+        elif kind is FaultKind.DEVICE_LOST:
+            self.lose(f"injected at node '{node}'")
+            raise DeviceLostError(f"device {self.id} was lost while running node '{node}' "
+                                  f"(injected fault)")
+
+    # ------------------------------------------------------------- execution
+    def execute(self, program: DeviceProgram, feeds: list, results: list,
+                timeout: float | None = None, faults_plan: dict | None = None) -> None:
+        """Run a static program: one host submission, the device does the rest.
+
+        ``results`` holds one slot per output binding; the program's device-to-host
+        copies fill them (a slot may come preset, e.g. an output known on the host).
+        """
+        t0 = time.thread_time()
+        run = self.submit(program, feeds, results, faults_plan)
+        self.last_submit_seconds = time.thread_time() - t0   # host CPU spent submitting
+        self.finish(program, run, timeout)
+
+    def submit(self, program: DeviceProgram, feeds: list, results: list,
+               faults_plan: dict | None = None) -> Run:
+        """The host's half of :meth:`execute`: arm the program's run record and hand it to
+        the device (its first stream).  Holds ``program.lock`` until :meth:`finish`."""
+        if self.health.health is not DeviceState.HEALTHY or self.closed:
+            self.check_usable()
+        program.lock.acquire()     # one execution of a program at a time: its run record is reused
+        run = program.run
+        if run is None:
+            run = program.run = Run(len(program.lists))
+            program.dispatch = lambda: self._dispatch(program, run)
+        run.arm(feeds, results, faults_plan)
+        (program.streams[0] if program.lists else self._control).submit(program.dispatch)
+        self.health.started()
+        return run
+
+    def finish(self, program: DeviceProgram, run: Run, timeout: float | None = None) -> None:
+        """Wait for a submitted execution; raise what failed on the device.
+
+        Past ``timeout`` the run is cancelled and a :class:`RunTimeoutError` names where
+        each unfinished stream was; its ``stuck`` lists the streams still inside a task
+        after :data:`CANCEL_GRACE` (the run record is then abandoned to them: the
+        program's owner must replace those streams before the program runs again)."""
+        try:
+            if not run.wait_done(timeout):
+                busy = sorted(run.stuck(), key=lambda i: not program.in_kernel(run, i))
+                where = [program.where(run, i) for i in busy]
+                error = RunTimeoutError(
+                    f"model '{program.name}': the run passed its deadline of {timeout:g} s in "
+                    f"{'; '.join(where) or 'no stream'}",
+                    stream=busy[0] if busy else None, task=where[0] if where else "")
+                run.fail(error, program.events)
+                if not run.wait_done(CANCEL_GRACE):
+                    self.abandon(program, run, error)
+            if run.error is not None:
+                raise run.error
+        finally:
+            self.health.finished()
+            program.lock.release()
+
+    def abandon(self, program: DeviceProgram, run: Run, error: BaseException) -> list[int]:
+        """Give up on a cancelled run whose walks are stuck: a fault on the device, the run
+        record left to them, and ``error`` (a RunTimeoutError) told which streams are
+        stuck.  Returns them."""
+        stuck = run.stuck()
+        if isinstance(error, RunTimeoutError):
+            error.stuck = stuck
+        if stuck and not run.abandoned:
+            self.note_fault("timeout", f"{program.name}: "
+                                       f"{'; '.join(program.where(run, i) for i in stuck)}")
+        program.run = None
+        run.abandon()
+        return stuck
+
+    def _dispatch(self, program: DeviceProgram, run: Run) -> None:
+        """The model-execute task, on the first stream: start the run, give each other
+        stream its task list, walk the first one here."""
+        self.stats["host_submissions"] += 1
+        self.stats["model_executions"] += 1
+        run.start(program.events)
+        if not program.lists:
+            run.done.release()
+            return
+        walk = self._walk if run.faults is None else self._walk_with_faults
+        for i in range(1, len(program.lists)):
+            program.streams[i].submit(lambda i=i: walk(program.lists[i], run, program.events, i))
+        walk(program.lists[0], run, program.events, 0)
+
+    def _walk(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
+              index: int) -> None:
+        """A stream worker walks its task list; control tasks return the index to jump to."""
+        pc, n, ran = 0, len(tasks), 0
+        at = run.at
+        desc: dict = {}
+        units = self.units
+        holder = worker_holder()
+        try:
+            while pc < n:
+                if run.cancelled:
+                    break
+                if units.top is not None and holder is not None:
+                    units.yield_point(holder)     # a higher-priority stream has work ready
+                at[index] = pc
+                fn, desc = tasks[pc]
+                jump = fn(run)
+                pc = pc + 1 if jump is None else jump
+                ran += 1
+            self.stats["tasks_run"] += ran
+        except BaseException as e:
+            self._failed(run, events, desc, e)
+        finally:
+            run.stream_finished(index)
+
+    def _walk_with_faults(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
+                          index: int) -> None:
+        """:meth:`_walk` for a run that injected faults may hit (checked before each kernel)."""
+        plan = run.faults
+        pc, n = 0, len(tasks)
+        desc: dict = {}
+        try:
+            while pc < n and not run.cancelled:
+                run.at[index] = pc
+                fn, desc = tasks[pc]
+                node = desc.get("node")
+                if node is not None:
+                    fault = faults.pick(plan, node)
+                    if fault is not None:
+                        self.fire(fault, node)
+                jump = fn(run)
+                pc = pc + 1 if jump is None else jump
+        except BaseException as e:
+            self._failed(run, events, desc, e)
+        finally:
+            run.stream_finished(index)
+
+    @staticmethod
+    def _failed(run: Run, events: list[Event], desc: dict, e: BaseException) -> None:
+        if isinstance(e, Cancelled):
+            return
+        if not isinstance(e, AirccError):       # a kernel failed: name the node and op
+            e = KernelError(desc.get("node", desc.get("kind", "?")),
+                            desc.get("op", desc.get("kind", "?")), e)
+        run.fail(e, events)
