@@ -1,6 +1,7 @@
 """``airrun``: run an .om model on the virtual device."""
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -221,6 +222,12 @@ def npz_path(output: str) -> str:
               help="Run the device's stream workers, and airrun's host thread while it runs the "
                    "model, on these CPUs, e.g. 0 or 0-1 (default $AIR_DEVICE_CPUS, else not pinned).")
 @click.option("--quiet", is_flag=True, help="Do not print output values.")
+@click.option("--profile", "profile_path", type=click.Path(dir_okay=False), default=None,
+              metavar="TRACE.json",
+              help="Write a Chrome trace of the runs (Perfetto opens it): host threads, device "
+                   "streams, copies, events as arrows, and whether the run was Host or Device Bound.")
+@click.option("--profile-summary", is_flag=True,
+              help="Print the profile's verdict and a per-op table (count, total, mean, share).")
 @click.option("--stats", "show_stats", is_flag=True,
               help="Print run statistics: host time per op, tiling cache, host ops, allocator peaks.")
 @click.option("--runtime-cores", type=click.Choice(["1", "3"]), default=None,
@@ -247,8 +254,8 @@ def npz_path(output: str) -> str:
                    "the device's stream workers (default $AIRCC_THREADS, else the CPUs "
                    "this process may use).")
 def main(model, list_devices, device_id, device_list, priority, input_specs, random_seed, output,
-         device_memory, device_cpus, quiet, show_stats, runtime_cores, pad_to_gear, no_replay,
-         repeat, benchmark, timeout, recovery, threads):
+         device_memory, device_cpus, quiet, profile_path, profile_summary, show_stats,
+         runtime_cores, pad_to_gear, no_replay, repeat, benchmark, timeout, recovery, threads):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
 
@@ -266,6 +273,11 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
         raise CommandLineError("give --input FILE.npy (or --random SEED)")
     if output:
         check_output_path(npz_path(output))
+    if profile_path:
+        check_output_path(profile_path)
+    if (profile_path or profile_summary) and device_list:
+        raise CommandLineError("--profile and --profile-summary profile one device; they cannot "
+                               "go with --devices")
     policy = None
     if recovery is not None:
         from aircc.executor.runtime.recovery import RecoveryPolicy
@@ -283,7 +295,7 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
         load_s = time.perf_counter() - t0
         try:
             run_and_report(m, input_specs, random_seed, output, quiet, show_stats, repeat,
-                           benchmark, load_s)
+                           benchmark, load_s, profile_path, profile_summary)
         finally:
             m.close()
     finally:
@@ -293,7 +305,8 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
 
 def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, output: str | None,
                    quiet: bool, show_stats: bool, repeat: int, benchmark: int | None,
-                   load_s: float) -> None:
+                   load_s: float, profile_path: str | None = None,
+                   profile_summary: bool = False) -> None:
     """Feed the loaded model ``m``, run it, save and print its outputs and timings."""
     if random_seed is not None:
         feeds = random_inputs(m.inputs, random_seed)
@@ -303,10 +316,13 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
     with devices[0].host_thread_on_device_cpus():
         if benchmark:
             click.echo(format_benchmark(time_runs(m, feeds, benchmark)))
+        profiler = m.start_profiling() if profile_path or profile_summary else None
         t0 = time.perf_counter()
         for _ in range(repeat):
             outputs = m.run(feeds)
         run_s = (time.perf_counter() - t0) / repeat
+        if profiler is not None:
+            m.end_profiling(profile_path) if profile_path else m.end_profiling(os.devnull)
     if output:
         packed = value_files.pack(outputs, m.outputs)
         write_atomically(npz_path(output), lambda f: np.savez(f, **packed))
@@ -319,6 +335,9 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
     on = f" on devices {','.join(str(d.id) for d in devices)}" if len(devices) > 1 else ""
     click.echo(f"load {load_s * 1e3:.1f} ms, run {run_s * 1e3:.1f} ms{on}, "
                f"host submissions {submissions}", err=True)
+    if profile_summary:
+        from aircc.executor.runtime.profiling import format_summary
+        click.echo(format_summary(profiler.summary()))
     if show_stats:
         models = getattr(m, "models", None) or [m]
         for d, model in zip(devices, models):

@@ -125,7 +125,11 @@ class ProgramExecution:
         if not program.lists:
             run.done.release()
             return
-        walk = self._walk if run.faults is None else self._walk_with_faults
+        if run.faults is None and program.profile is None:
+            walk = self._walk
+        else:
+            def walk(tasks, run, events, index):
+                self._walk_checked(tasks, run, events, index, program)
         for i in range(1, len(program.lists)):
             program.streams[i].submit(lambda i=i: walk(program.lists[i], run, program.events, i))
         walk(program.lists[0], run, program.events, 0)
@@ -155,10 +159,15 @@ class ProgramExecution:
         finally:
             run.stream_finished(index)
 
-    def _walk_with_faults(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
-                          index: int) -> None:
-        """:meth:`_walk` for a run that injected faults may hit (checked before each kernel)."""
-        plan = run.faults
+    def _walk_checked(self, tasks: list[tuple[Task, dict]], run: Run, events: list[Event],
+                      index: int, program: DeviceProgram) -> None:
+        """:meth:`_walk` for a run that injected faults may hit (checked before each
+        kernel) or that a profiler records (each task timed)."""
+        plan, prof = run.faults, program.profile
+        stream = program.streams[index].id
+        if prof is not None:
+            prof.name_stream(self.id, stream, f"{program.name} stream {index}")
+        clock = time.perf_counter
         pc, n = 0, len(tasks)
         desc: dict = {}
         try:
@@ -166,11 +175,16 @@ class ProgramExecution:
                 run.at[index] = pc
                 fn, desc = tasks[pc]
                 node = desc.get("node")
-                if node is not None:
+                if plan is not None and node is not None:
                     fault = faults.pick(plan, node)
                     if fault is not None:
                         self.fire(fault, node)
-                jump = fn(run)
+                if prof is None:
+                    jump = fn(run)
+                else:
+                    start = clock()
+                    jump = fn(run)
+                    prof.task(self.id, stream, desc, start, clock(), _event_key(run, desc))
                 pc = pc + 1 if jump is None else jump
         except BaseException as e:
             self._failed(run, events, desc, e)
@@ -185,3 +199,12 @@ class ProgramExecution:
             e = KernelError(desc.get("node", desc.get("kind", "?")),
                             desc.get("op", desc.get("kind", "?")), e)
         run.fail(e, events)
+
+
+def _event_key(run: Run, desc: dict) -> tuple | None:
+    """(event, generation) of an event task that just ran (pairs a record with its waits)."""
+    e = desc.get("event")
+    if e is None:
+        return None
+    counts = run.records if desc["kind"] == "event_record" else run.waits
+    return (e, run.base[e] + counts[e])

@@ -132,6 +132,8 @@ class DeviceProgram:
     """The run record, reused by every execution (one at a time: ``lock``)."""
     dispatch: "Callable[[], None] | None" = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    profile: "object | None" = None
+    """A :class:`~aircc.executor.runtime.profiling.Profiler` recording each task, or None."""
 
     def in_kernel(self, run: Run, stream: int) -> bool:
         """Is ``stream``'s walk at a kernel task (rather than a wait or a copy)?"""

@@ -113,6 +113,8 @@ class DynamicModel:
         self.events = device.create_events(eg.events)
         self.event_counts = [0] * len(self.events)
         self.generation = 0
+        self.profiler = None
+        """A :class:`~.profiling.Profiler` recording every run, or None."""
         self.users = self._users()
         has_control = any(k.kind is HostKernelKind.CONTROL for k in self.kernels)
         self.replay = replay and not has_control
@@ -192,6 +194,7 @@ class DynamicModel:
             state.types[name] = TensorType(arr.dtype.name, tuple(arr.shape))
         t0 = time.perf_counter()
         self._state = state
+        state.profiler = self.profiler
         stuck: list[int] = []
         try:
             if self.core_number == 1:
@@ -205,6 +208,8 @@ class DynamicModel:
                 self.recover_stuck(stuck, state, private)
             else:
                 state.release()
+            if state.profiler is not None:
+                state.profiler.run_span(t0, time.perf_counter(), "dynamic")
         self.stats["runs"] += 1
         self.stats["host_seconds"] += state.host_seconds
         self.last_host_seconds = state.host_seconds
@@ -323,15 +328,22 @@ class DynamicModel:
             results[binding] = value.copy()
         t1 = time.thread_time()
         device, program = self.device, rep.program
+        prof = program.profile = self.profiler
+        if prof is not None:
+            start = time.perf_counter()
         run = device.submit(program, ordered, results, plan)
         self._in_flight = (program, run)
         submit_seconds = time.thread_time() - t1
+        if prof is not None:
+            prof.host_span("submit (replay)", "host", start, time.perf_counter())
         try:
             device.finish(program, run, timeout)
         finally:
             self._in_flight = None
             if run.abandoned and run.stuck():
                 self.recover_stuck(run.stuck())
+            if prof is not None:
+                prof.run_span(start, time.perf_counter(), "dynamic replay")
         t2 = time.thread_time()
         self.stats["runs"] += 1
         self.stats["replays"] += 1

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from aircc.errors import AirccError, KernelError, RunTimeoutError, StreamSyncTimeoutError
+from aircc.errors import AirccError, RunTimeoutError, StreamSyncTimeoutError
 from aircc.faults import FaultKind, pick
 from aircc.formats.exec_graph import Body, HostKernel
 from aircc.formats.kinds import HostKernelKind
@@ -27,14 +27,15 @@ from aircc.ops.device import DOMAIN, MEMCPY_H2D
 from aircc.ops.fallback import value_type
 
 from .control_flow import run_control
-from .host_values import host_result, passes_host_value
+from .host_launch import LaunchStage
+from .host_values import passes_host_value
 from .tiling_cache import tiling_key
 
 #: Shortest wait for a stream to show it is idle, even past the deadline.
 MIN_WAIT = 0.01
 
 
-class RunState:
+class RunState(LaunchStage):
     """Everything one run knows: types, host values, device blocks, results."""
 
     def __init__(self, model, generation: int, allocator=None, capture: bool = False):
@@ -69,6 +70,8 @@ class RunState:
         """``time.monotonic()`` by which the run must be done."""
         self.faults: dict | None = None
         """Injected faults that may fire in this run, by node (``aircc.faults.for_run``)."""
+        self.profiler = None
+        """A :class:`~.profiling.Profiler` recording this run's host kernels and tasks."""
 
     def set_timeout(self, timeout: float | None) -> None:
         self.timeout = timeout
@@ -249,102 +252,6 @@ class RunState:
             if block is not None:
                 self._free_block(name, block)
 
-    def launch(self, kernel: HostKernel, position: int | None = None) -> None:
-        k = kernel.node
-        if k in self.aliased:
-            return                      # a view of its input: nothing to run
-        node, op = self.m.nodes[k], self.m.ops[k]
-        vi = self.m.value_inputs[k]
-        ins = [None if not i else self.host_value(i) if j in vi else self.value(i)
-               for j, i in enumerate(node.inputs)]
-        outs = [self.views[o] if o else None for o in node.outputs]
-        ws = self.views.pop(f"#ws{k}", None)
-        constant = None
-        if self.capture is not None:     # kept for replays: bound once (the kernel's prepare)
-            weights = self.m.om.weights
-            constant = [bool(i) and i in weights for i in node.inputs]
-        call = self.m.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
-                                         self.tilings[k], ws, constant, self.m.prepared)
-        stream = self.m.streams[kernel.stream]
-        if self.faults is not None:
-            call = self._with_fault(node.name, call)
-
-        def task(state=self):
-            if state.cancelled:
-                return
-            try:
-                call()
-            except AirccError as e:
-                state.fail(e)
-            except BaseException as e:  # name the node and op
-                state.fail(KernelError(node.name, node.op, e))
-        task.node = node
-        stream.submit(task)
-        if self.capture is not None:
-            self.capture.append((kernel.stream, lambda run: call(),
-                                 {"kind": "kernel", "node": node.name, "op": node.op}))
-        if k in self.workspaces:
-            self.pool.free(self.workspaces.pop(k), [stream])
-
-    def _with_fault(self, node: str, call):
-        """``call`` preceded by the injected fault planned for ``node``, if any (an
-        out-of-memory fault fires at the node's Alloc instead)."""
-        fault = pick(self.faults, node)
-        if fault is None or fault.kind is FaultKind.OOM:
-            return call
-        fire = self.m.device.fire
-
-        def faulty():
-            fire(fault, node)
-            call()
-        return faulty
-
-    def memcpy_h2d(self, kernel: HostKernel, position: int | None = None) -> None:
-        node = self.m.nodes[kernel.node]
-        src = self.host[node.inputs[0]]
-        dst = self.views[node.outputs[0]]
-        self.m.streams[kernel.stream].submit(lambda: self.cancelled or np.copyto(dst, src))
-        if self.capture is not None:
-            binding = node.attrs.get("binding")
-            copy = ((lambda run: np.copyto(dst, run.feeds[binding])) if binding is not None
-                    else (lambda run: np.copyto(dst, src)))      # a host value: fixed per shape
-            self.capture.append((kernel.stream, copy, {"kind": "memcpy_h2d"}))
-
-    def memcpy_d2h(self, kernel: HostKernel, position: int | None = None) -> None:
-        node = self.m.nodes[kernel.node]
-        name = node.inputs[0]
-        binding = node.attrs["binding"]
-        out_name = self.m.exec_graph.outputs[binding]
-        t = self.types[name]
-        if kernel.stream is None or name not in self.views:
-            self.results[out_name] = host_result(self.value(name))
-            if self.capture is not None:   # made on the host from shapes alone: fixed per shape
-                self.host_results.append((binding, self.results[out_name]))
-            return
-        result = np.empty(t.shape, t.dtype)
-        src = self.views[name]
-        self.results[out_name] = result
-        self.m.streams[kernel.stream].submit(lambda: self.cancelled or np.copyto(result, src))
-        if self.capture is not None:
-            def d2h(run):
-                run.results[binding] = src.copy()
-            self.capture.append((kernel.stream, d2h, {"kind": "memcpy_d2h"}))
-
-    def event_record(self, kernel: HostKernel, position: int | None = None) -> None:
-        e = kernel.event
-        self.m.event_counts[e] += 1           # the host numbers every record it submits
-        ev, gen = self.m.events[e], self.m.event_counts[e]
-        self.m.streams[kernel.stream].submit(lambda: ev.record(gen))
-        if self.capture is not None:
-            self.capture.append((kernel.stream, lambda run: run.record(ev, e), {"kind": "event_record"}))
-
-    def event_wait(self, kernel: HostKernel, position: int | None = None) -> None:
-        e = kernel.event
-        ev, gen = self.m.events[e], self.m.event_counts[e]   # waits for the latest record
-        self.m.streams[kernel.stream].submit(lambda: ev.wait(gen, lambda: self.cancelled))
-        if self.capture is not None:
-            self.capture.append((kernel.stream, lambda run: run.wait(ev, e), {"kind": "event_wait"}))
-
     # ------------------------------------------------------------ control flow
     def control(self, kernel: HostKernel, position: int | None = None) -> None:
         """If / Loop / Scan, run by the host: a barrier, then the bodies' kernels in order."""
@@ -366,6 +273,10 @@ class RunState:
         t = time.perf_counter()
         HOST_KERNELS[kernel.kind](self, kernel, position)
         dt = time.perf_counter() - t
+        if self.profiler is not None:
+            node = self.m.nodes[kernel.node] if kernel.node is not None else None
+            self.profiler.host_span(f"{kernel.kind.value} {node.name if node else ''}".strip(),
+                                    "host", t, t + dt, op=node.op if node else None)
         if kernel.kind is HostKernelKind.CONTROL:
             return      # its bodies' kernels account for themselves
         self.host_seconds += dt

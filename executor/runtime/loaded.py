@@ -17,7 +17,9 @@ one device) and adds what every mode shares:
 """
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections import Counter
 from typing import Callable
 
@@ -29,6 +31,7 @@ from aircc.executor.device.discovery import failover_candidates
 from aircc.executor.device.health import DeviceState
 from aircc.executor.device.stream import in_device_worker
 
+from .profiling import Profiler
 from .recovery import RecoveryPolicy, default_policy
 
 #: Seconds ``close()`` waits for a run in flight before it cancels it.
@@ -208,6 +211,7 @@ class LoadedModel:
                     new = self._make(device)
                 except DeviceOutOfMemoryError:
                     continue
+                new.profiler = engine.profiler
                 self._engine = new
                 self._watch(device)
                 engine.close()
@@ -220,6 +224,31 @@ class LoadedModel:
         self.recoveries.append({"run": self._runs, "error": type(error).__name__,
                                 "code": getattr(error, "code", None), "message": str(error),
                                 "action": action})
+
+    # ------------------------------------------------------------ profiling
+    def start_profiling(self) -> Profiler:
+        """Record every run from now on into a new profile (:mod:`.profiling`): a Chrome
+        trace of host threads, device streams, copies and events, and its summary."""
+        prof = Profiler(self.name)
+        self._engine.profiler = prof
+        return prof
+
+    @property
+    def profiler(self) -> Profiler | None:
+        """The profile recording now, or None."""
+        return getattr(self._engine, "profiler", None)
+
+    def end_profiling(self, path: str | os.PathLike | None = None) -> str:
+        """Stop recording and write the trace (JSON) to ``path`` (default
+        ``<model>_<date>_<time>.json`` in the working folder); returns the path, or ""
+        when the model was not profiling (as onnxruntime's ``end_profiling``)."""
+        prof = self.profiler
+        if prof is None:
+            return ""
+        self._engine.profiler = None
+        if path is None:
+            path = f"{self.name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+        return prof.write(path)
 
     # ------------------------------------------------------------ close
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
@@ -271,6 +300,7 @@ class _Closed:
         self.name, self.inputs, self.outputs = engine.name, engine.inputs, engine.outputs
         self.device = engine.device
         self.streams: list = []
+        self.profiler = None
         self._stats = engine.run_stats()
 
     def run_stats(self) -> dict:

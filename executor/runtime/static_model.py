@@ -17,7 +17,7 @@ place of the stuck ones (:meth:`StaticModel.recover_stuck`).
 from __future__ import annotations
 
 import threading
-from time import thread_time
+from time import perf_counter, thread_time
 
 import numpy as np
 
@@ -81,6 +81,8 @@ class StaticModel:
             raise
         self.epoch = device.epoch
         self.runs = self.submissions = 0
+        self.profiler = None
+        """A :class:`~.profiling.Profiler` recording every run, or None."""
         self.last_host_seconds = 0.0
 
     def write_weights(self) -> None:
@@ -179,15 +181,22 @@ class StaticModel:
                  timeout: float | None, plan_faults: dict | None) -> tuple[float, float]:
         """One submission and the wait for it; the host CPU times around the wait."""
         device = self.device
+        prof = program.profile = self.profiler
+        if prof is not None:
+            start = perf_counter()
         run = device.submit(program, ordered, results, plan_faults)
         self._in_flight = (program, run)
         t1 = thread_time()
+        if prof is not None:
+            prof.host_span("submit", "host", start, perf_counter())
         try:
             device.finish(program, run, timeout)
         finally:
             self._in_flight = None
             if run.abandoned:
                 self.recover_stuck(run)
+            if prof is not None:
+                prof.run_span(start, perf_counter(), "static")
         self.submissions += 1
         self.runs += 1
         return t1, thread_time()

@@ -149,7 +149,14 @@ class OperandError(ValueError):
 
 
 def _description(task: Task) -> dict:
-    """What an error inside a task names: the node and op of a kernel, else the task kind."""
+    """What an error inside a task names (the node and op of a kernel, else the task
+    kind), and what a profile shows of it (shapes and bytes; an event's id)."""
     if isinstance(task, KernelTask):
-        return {"kind": task.kind.value, "node": task.node, "op": task.op}
+        ins = [o for o in task.inputs if o is not None]
+        outs = [o for o in task.outputs if o is not None]
+        return {"kind": task.kind.value, "node": task.node, "op": task.op,
+                "shapes": [list(o.shape) for o in ins], "out_shapes": [list(o.shape) for o in outs],
+                "bytes": sum(o.nbytes for o in ins + outs)}
+    if isinstance(task, EventTask):
+        return {"kind": task.kind.value, "event": task.event}
     return {"kind": task.kind.value}
