@@ -28,6 +28,8 @@ its environment on purpose).  An invalid value raises
 ``AIR_VISIBLE_DEVICES``        which configured devices this process sees, and in what
                                order (physical ids, e.g. ``2,0``), like
                                ``ASCEND_RT_VISIBLE_DEVICES``
+``AIR_LOG``                    log level printed on stderr: ``debug``, ``info``,
+                               ``warning``, ``error`` (default: nothing; :mod:`aircc.log`)
 =============================  ==========================================================
 """
 from __future__ import annotations
@@ -55,6 +57,7 @@ VARIABLES = {
     "AIRCC_THREADS": "threads every pool aircc drives may use (default: the CPUs available)",
     "AIR_DEVICE_CONFIG": "JSON file describing the virtual devices (default: one, sized from the host)",
     "AIR_VISIBLE_DEVICES": "physical ids of the devices this process sees, in order, e.g. 2,0",
+    "AIR_LOG": "log level printed on stderr: debug, info, warning or error (default: none)",
 }
 
 DEFAULT_RUN_TIMEOUT = 600.0
@@ -99,6 +102,8 @@ class Settings:
     """Path of the device configuration (JSON); None: one device sized from the host."""
     visible_devices: tuple[int, ...] | None = None
     """Physical ids of the devices to use, in order; None: every configured one."""
+    log: str = ""
+    """Log level to print (``aircc.log``); empty: none."""
 
 
 def _check_cpus(text: str) -> str:
@@ -175,11 +180,15 @@ def _read(env) -> Settings:
         if len(set(visible)) != len(visible):
             raise ConfigError(f"AIR_VISIBLE_DEVICES={env['AIR_VISIBLE_DEVICES']!r} names a "
                               f"device twice")
+    log = (env.get("AIR_LOG") or "").strip().lower()
+    if log and log not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"AIR_LOG={env['AIR_LOG']!r}: expected debug, info, warning or error "
+                          f"(or unset: no log)")
     return Settings(target=target or "native", blas=blas, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
                     threads=threads, device_config=env.get("AIR_DEVICE_CONFIG") or None,
-                    visible_devices=visible)
+                    visible_devices=visible, log=log)
 
 
 _settings: Settings | None = None

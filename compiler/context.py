@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from aircc.ops import KernelBackend, Target, kernel_backend, resolve_target
 from aircc.ops.types import Dim
@@ -60,6 +60,8 @@ class CompileContext:
         """Time per stage and per pass."""
         self._target: Target | None = None
         self._backend: KernelBackend | None = None
+        self.progress: Callable[[str], None] | None = None
+        """Called with each stage's name when it ends (a command line's progress bar)."""
 
     @property
     def target(self) -> Target:

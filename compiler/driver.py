@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
+from typing import Callable
 
 from .assemble import CompiledModel, finish, io_specs
 from .context import CompileContext, CompileOptions
@@ -45,14 +46,18 @@ def cyclic_gc_paused():
             gc.enable()
 
 
-def compile_model(source, options: CompileOptions | None = None) -> CompiledModel:
-    """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om."""
+def compile_model(source, options: CompileOptions | None = None,
+                  progress: Callable[[str], None] | None = None) -> CompiledModel:
+    """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om;
+    ``progress`` is called with each stage's name as it ends."""
     options = options if options is not None else CompileOptions()
     with cyclic_gc_paused():
         if options.dynamic_batch:
-            return compile_gears(source, options)
+            return compile_gears(source, options, progress)
         t0 = time.perf_counter()
-        c = run_stages(Compilation(source, CompileContext(options)), FRONT)
+        ctx = CompileContext(options)
+        ctx.progress = progress
+        c = run_stages(Compilation(source, ctx), FRONT)
         run_stages(c, BACK[c.mode])
         return finish(c, t0, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs))
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from aircc.errors import CompileOptionError
 from aircc.formats.checks import PRIORITY_RANGE
+from aircc.log import get as get_log
 
 from .context import MODES, CompileContext
 from .frontend.onnx_import import import_onnx
@@ -163,8 +164,13 @@ def _regions(graph: Graph):
 
 
 def run_stages(c: Compilation, stages: list[Stage]) -> Compilation:
-    """Run ``stages`` in order, each timed in the context."""
+    """Run ``stages`` in order, each timed in the context (and logged, and told to the
+    context's ``progress`` callback when it has one)."""
+    log = get_log("compile")
     for name, stage in stages:
         with c.ctx.timed(name):
             stage(c)
+        log.info("%s: %.1f ms", name, 1e3 * c.ctx.seconds[name])
+        if c.ctx.progress is not None:
+            c.ctx.progress(name)
     return c

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -78,7 +79,8 @@ def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np
     return merged, end
 
 
-def compile_gears(source, options: CompileOptions) -> CompiledModel:
+def compile_gears(source, options: CompileOptions,
+                  progress: Callable[[str], None] | None = None) -> CompiledModel:
     """A static model with one plan per batch size of ``options.dynamic_batch``."""
     sizes = sorted(set(int(b) for b in options.dynamic_batch))
     if not MIN_GEARS <= len(sizes) <= MAX_GEARS or sizes[0] < 1:
@@ -98,6 +100,7 @@ def compile_gears(source, options: CompileOptions) -> CompiledModel:
             options, mode="static", dynamic_batch=None,
             input_shapes=gear_shapes(inputs, options.input_shapes, b)))
         ctx.seconds = seconds                   # the report's timings cover every gear
+        ctx.progress = progress
         c = run_stages(Compilation(model, ctx), FRONT + STATIC_STAGES)
         plan = GearPlan(b, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs),
                         c.sections["tasks"], c.sections["memory_plan"], c.sections["tiling"])

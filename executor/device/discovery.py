@@ -38,6 +38,7 @@ import numpy as np
 
 from aircc.config import parse_bytes, settings
 from aircc.errors import ConfigError, DeviceError
+from aircc.log import get as get_log
 
 from .caching_allocator import PoolOptions
 from .cpus import parse_cpus
@@ -269,6 +270,13 @@ class DeviceRegistry:
                                        f"{config.probe_timeout_ms:g} ms")
                 dev.mark_unavailable(f"device {spec.physical_id} ({spec.name}) {reason}")
                 dev.close(wait=False)
+            log = get_log("devices")
+            if ok:
+                log.info("device %d (%s): logical %d, %s, probe %.2f ms", spec.physical_id,
+                         spec.name, dev.id, config.source, 1e3 * (p.seconds or 0))
+            else:
+                log.warning("device %d (%s) is unavailable: %s", spec.physical_id, spec.name,
+                            reason)
             self.infos.append(DeviceInfo(dev.id if ok else None, spec.physical_id, spec.name,
                                          dev.state.value, spec.memory_bytes, dev.units.count,
                                          ",".join(map(str, sorted(dev.cpus))) if dev.cpus else "any",

@@ -19,13 +19,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 
 from aircc import faults
 from aircc.config import settings
-from aircc.errors import ConfigError, DeviceOutOfMemoryError, InputError, StreamSyncTimeoutError
+from aircc.errors import ConfigError, InputError, StreamSyncTimeoutError
 from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
@@ -36,28 +35,16 @@ from aircc.ops import KernelBackend, Target, TensorType
 from aircc.ops.device import COPY_OPS, DOMAIN
 
 from aircc.executor.device.compute_units import stream_priority
+
 from .control_flow import check_control_nodes
 from .feeds import check_feeds, select_outputs
 from .host_values import feed_type
 from .host_pipeline import RunState
 from .host_runners import run_pipelined, run_sequential
 from .resolved import resolve_op
+from .replay import Replay, Replays
 from .tiling_cache import TilingCache
 
-
-@dataclass
-class Replay:
-    """The launches of one run, kept as a device program for inputs of one shape."""
-
-    program: DeviceProgram
-    allocator: CachingAllocator
-    """Owns the memory the recorded launches use (reused only within one stream)."""
-    host_results: list
-    outputs: list
-
-
-#: Input shapes whose launches are kept for replay (least recently used dropped first).
-MAX_REPLAYS = 8
 
 WEIGHT_ALIGN = 64
 
@@ -70,7 +57,7 @@ def runtime_core_number_of(option: int | None) -> int:
     return value
 
 
-class DynamicModel:
+class DynamicModel(Replays):
     """A loaded dynamic model bound to one device."""
 
     def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
@@ -127,7 +114,8 @@ class DynamicModel:
                 for v in self.nodes[kern.node].outputs:
                     self.launch_position[v] = pos
         self.last_host_seconds = 0.0
-        self.stats = {"runs": 0, "replays": 0, "host_seconds": 0.0, "host_op_seconds": {},
+        self.stats = {"runs": 0, "replays": 0, "host_seconds": 0.0, "replay_host_seconds": 0.0,
+                      "launches": 0, "host_op_seconds": {},
                       "host_op_counts": {},
                       "d2h_syncs": 0, "host_ops": eg.host_ops}
 
@@ -280,78 +268,6 @@ class DynamicModel:
             self.device.replace_streams(self.streams, stuck, release=release, nbytes=nbytes)
             self.users = self._users()
 
-    # ------------------------------------------------------------ replay
-    def _keep_replay(self, key: tuple, state: RunState, allocator: CachingAllocator) -> None:
-        """Keep the launches of a run as a device program for its input shapes.
-
-        Valid because every host decision of the run (shapes, tiling, host ops, memory)
-        followed from the input shapes alone: no device value was read by the host."""
-        if state.error is not None or state.d2h_syncs:
-            for s in self.streams:      # the frees of the run record events: let them run
-                s.synchronize()
-            allocator.release_cached()
-            if isinstance(state.error, DeviceOutOfMemoryError):
-                self.drop_replays()     # give their memory back before the next try
-            return
-        lists: list[list] = [[] for _ in self.streams]
-        for stream, task, desc in state.capture:
-            lists[stream].append((task, desc))
-        program = DeviceProgram(self.streams, self.events, lists, self.name)
-        outs = [(o, state.types[o]) for o in self.exec_graph.outputs]
-        self._replays[key] = Replay(program, allocator, state.host_results, outs)
-        while len(self._replays) > MAX_REPLAYS:
-            _, old = self._replays.popitem(last=False)
-            old.allocator.release_cached()
-
-    def drop_replays(self) -> None:
-        """Forget every recorded run and return the memory its pool holds."""
-        for s in self.streams:
-            s.synchronize()
-        for rep in self._replays.values():
-            rep.allocator.release_cached()
-        self._replays.clear()
-
-    def release_cached(self) -> int:
-        """Give back every cached block (recorded runs' pools, the shared pool's free
-        segments): what an out-of-memory recovery does before it tries again."""
-        released = sum(r.allocator.stats()["reserved_bytes"] for r in self._replays.values())
-        self.drop_replays()
-        return released + self.allocator.release_cached()
-
-    def _run_replay(self, key: tuple, ordered: list[np.ndarray], t0: float,
-                    timeout: float | None, plan: dict | None) -> dict[str, np.ndarray]:
-        """One submission of a recorded run; host time counts from ``t0`` (the feed checks)."""
-        rep = self._replays[key]
-        self._replays.move_to_end(key)
-        results = [None] * len(rep.outputs)     # the device's copies fill the others
-        for binding, value in rep.host_results:
-            results[binding] = value.copy()
-        t1 = time.thread_time()
-        device, program = self.device, rep.program
-        prof = program.profile = self.profiler
-        if prof is not None:
-            start = time.perf_counter()
-        run = device.submit(program, ordered, results, plan)
-        self._in_flight = (program, run)
-        submit_seconds = time.thread_time() - t1
-        if prof is not None:
-            prof.host_span("submit (replay)", "host", start, time.perf_counter())
-        try:
-            device.finish(program, run, timeout)
-        finally:
-            self._in_flight = None
-            if run.abandoned and run.stuck():
-                self.recover_stuck(run.stuck())
-            if prof is not None:
-                prof.run_span(start, time.perf_counter(), "dynamic replay")
-        t2 = time.thread_time()
-        self.stats["runs"] += 1
-        self.stats["replays"] += 1
-        out = {name: r for (name, _), r in zip(rep.outputs, results)}
-        self.last_host_seconds = (t1 - t0) + submit_seconds + (time.thread_time() - t2)
-        self.stats["host_seconds"] += self.last_host_seconds
-        return out
-
     # ------------------------------------------------------------ statistics
     def run_stats(self) -> dict:
         """Tiling cache, host time per op, host ops and allocator peaks."""
@@ -372,6 +288,13 @@ class DynamicModel:
             "replays": self.stats["replays"],
             "replay_shapes": len(self._replays),
             "host_seconds_per_run": self.stats["host_seconds"] / max(1, self.stats["runs"]),
+            "host_kernel_runs": self.stats["runs"] - self.stats["replays"],
+            "host_seconds_per_host_kernel_run":
+                (self.stats["host_seconds"] - self.stats["replay_host_seconds"])
+                / max(1, self.stats["runs"] - self.stats["replays"]),
+            "host_seconds_per_replay": self.stats["replay_host_seconds"] / max(1, self.stats["replays"]),
+            "launches": self.stats["launches"],
+            "host_submissions": self.stats["launches"] + self.stats["replays"],
             "host_us_per_op": per_op,
             "d2h_syncs": self.stats["d2h_syncs"],
             # the shared pool, and the pools that recorded launches keep for their shapes

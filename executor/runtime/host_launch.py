@@ -64,6 +64,8 @@ class LaunchStage:
     def _submit(self, index: int, task, desc: dict | None, event_key: tuple | None = None) -> None:
         """Queue ``task`` on the model's stream ``index`` (timed into the profile, if any)."""
         stream = self.m.streams[index]
+        self.m.stats["launches"] += 1         # one host submission each (replays: one in all)
+        self.m.device.stats["host_submissions"] += 1
         prof = self.profiler
         if prof is not None and desc is not None:
             prof.name_stream(self.m.device.id, stream.id, f"{self.m.name} stream {index}")

@@ -30,6 +30,7 @@ from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.discovery import failover_candidates
 from aircc.executor.device.health import DeviceState
 from aircc.executor.device.stream import in_device_worker
+from aircc.log import get as get_log
 
 from .profiling import Profiler
 from .recovery import RecoveryPolicy, default_policy
@@ -224,6 +225,8 @@ class LoadedModel:
         self.recoveries.append({"run": self._runs, "error": type(error).__name__,
                                 "code": getattr(error, "code", None), "message": str(error),
                                 "action": action})
+        get_log("recovery").warning("model '%s' run %d: %s; %s", self.name, self._runs, error,
+                                    action)
 
     # ------------------------------------------------------------ profiling
     def start_profiling(self) -> Profiler:
@@ -248,7 +251,10 @@ class LoadedModel:
         self._engine.profiler = None
         if path is None:
             path = f"{self.name}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
-        return prof.write(path)
+        path = prof.write(path)
+        get_log("profile").info("model '%s': profile of %d run(s) written to %s", self.name,
+                                len(prof.runs), path)
+        return path
 
     # ------------------------------------------------------------ close
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:

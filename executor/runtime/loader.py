@@ -8,12 +8,14 @@ a kernel backend or a vector class this machine lacks is refused with
 from __future__ import annotations
 
 import os
+import time
 
 from aircc.errors import DeviceError
 from aircc.executor.device.compute_units import check_priority
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.discovery import resolve_device
 from aircc.formats import OmFile, load_om
+from aircc.log import get as get_log
 from aircc.ops import check_target, kernel_backend
 
 from .loaded import LoadedModel
@@ -60,4 +62,8 @@ def load_model(source: str | os.PathLike | bytes | OmFile,
         def make(dev: VirtualDevice):
             return DynamicModel(om, contract, dev, backend, target,
                                 runtime_core_number=cores, replay=replay, priority=priority)
-    return LoadedModel(make, device, timeout=timeout, recovery=recovery)
+    t0 = time.perf_counter()
+    model = LoadedModel(make, device, timeout=timeout, recovery=recovery)
+    get_log("load").info("model '%s' (%s) loaded on device %d in %.1f ms", model.name,
+                         contract.mode, model.device.id, 1e3 * (time.perf_counter() - t0))
+    return model

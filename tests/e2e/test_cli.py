@@ -6,6 +6,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
+import aircc
 from aircc.cli.airrun_cmd import main as airrun
 from aircc.cli.aircc_cmd import main as aircc_cli
 from testdata import numpy_target, SAMPLES
@@ -105,10 +106,14 @@ def test_dynamic_mode_stats_and_gears_from_the_command_line(tmp_path):
         assert f"runtime cores        {cores}" in r.output
         assert "tiling cache" in r.output and "hit rate" in r.output
         assert "allocator peaks" in r.output and "MatMul" in r.output
-        assert "replays              0" in r.output
+        assert "replayed runs        0:" in r.output
+        assert "runs through the host kernels  4:" in r.output
     r = CliRunner().invoke(airrun, [str(om), "--input", f"{SAMPLES}/mlp_input.npy", "--stats",
                                     "--quiet", "--repeat", "4"])
-    assert r.exit_code == 0 and "replays              3 (1 input shapes recorded)" in r.output
+    assert r.exit_code == 0 and "replayed runs        3: one submission each" in r.output
+    assert "(1 input shapes recorded)" in r.output and "runs through the host kernels  1:" in r.output
+    launches = int(r.output.split("runs through the host kernels  1: ")[1].split(" launches")[0])
+    assert f"host submissions {launches + 3}" in r.output       # the first run's launches, then one per replay
     gears = tmp_path / "mlp_gears.om"
     r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(gears),
                                        "--dynamic-batch", "1,2,4,8"])
@@ -184,3 +189,27 @@ def test_compile_reports_the_nodes_on_fallback_kernels(tmp_path):
     assert "fallback kernels (onnx reference implementation): 1 node(s), ops Det: det" in r.output
     r = CliRunner().invoke(aircc_cli, ["compile", str(src), "--emit", "report"])
     assert json.loads(r.output)["fallback_nodes"] == [{"node": "det", "op": "Det"}]
+
+
+def test_airrun_habits_version_shapes_warmup_percentiles_json_and_log(tmp_path):
+    om = tmp_path / "mlp_dyn.om"
+    assert CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(om)]).exit_code == 0
+    r = CliRunner().invoke(airrun, ["--version"])
+    assert r.exit_code == 0 and "version" in r.output and aircc.__version__ in r.output
+    r = CliRunner().invoke(airrun, [str(om), "--random", "1", "--quiet"])
+    assert r.exit_code == 2 and "give --input-shape input:N,784" in r.output
+    bench = tmp_path / "bench.json"
+    r = CliRunner().invoke(airrun, [str(om), "--random", "1", "--input_shape", "input:5,784",
+                                    "--quiet", "--iterations", "9", "--warmup", "1",
+                                    "--benchmark-json", str(bench), "--log", "info"])
+    assert r.exit_code == 0, r.output
+    assert "probs: float32[5, 10]" in r.output and "9 runs after 1 warm-up" in r.output
+    assert "aircc INFO [aircc.load] model 'mlp' (dynamic) loaded on device" in r.output
+    figures = json.loads(bench.read_text())
+    assert figures["runs"] == 9 and figures["model"] == "mlp"
+    assert figures["min_ms"] <= figures["p50_ms"] <= figures["p90_ms"] <= figures["p95_ms"] \
+        <= figures["p99_ms"] <= figures["max_ms"]
+    r = CliRunner().invoke(airrun, [str(om), "--random", "1", "--input-shape", "input:5,783"])
+    assert r.exit_code == 2 and "does not fit the input's shape ['batch', 784]" in r.output
+    r = CliRunner().invoke(airrun, [str(om), "--random", "1", "--benchmark-json", str(bench)])
+    assert r.exit_code == 2 and "--benchmark-json needs --benchmark N" in r.output
