@@ -8,20 +8,8 @@ import click
 from aircc.errors import CommandLineError
 
 from .errors import EXIT_CODES_HELP, OneLineErrorGroup
-from .paths import check_output_path
-
-
-def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, list]:
-    """``("data:1,3,224,224", "mask:1,128")`` -> {name: dims}; dims may be symbols."""
-    shapes: dict[str, list] = {}
-    for spec in specs:
-        for part in filter(None, (p.strip() for p in spec.split(";"))):
-            name, sep, dims = part.rpartition(":")
-            if not sep or not name:
-                raise CommandLineError(f"--input-shape: '{part}' is not NAME:D1,D2,...")
-            shapes[name] = [int(d) if d.strip().lstrip("-").isdigit() else d.strip()
-                            for d in dims.split(",") if d.strip()]
-    return shapes
+from .paths import check_output_path, write_atomically
+from .shapes import parse_input_shapes
 
 
 def parse_stream_priorities(specs: tuple[str, ...]) -> dict[int, int]:
@@ -65,8 +53,11 @@ def main():
                    "auto: dynamic when an input keeps a symbolic dim.")
 @click.option("--dynamic-batch", default=None, metavar="B1,B2,...",
               help="Gears: one static plan per batch size (e.g. 1,2,4,8), all in one .om.")
-@click.option("--emit", type=click.Choice(["om", "ir", "report"]), default="om", show_default=True,
-              help="om: write the model; ir: print the optimised IR; report: print the compile report.")
+@click.option("--emit", type=click.Choice(["om", "ir", "report", "dot"]), default="om",
+              show_default=True,
+              help="om: write the model; ir: print the optimised IR; report: print the compile "
+                   "report; dot: a Graphviz picture of the compiled graph (to -o FILE.dot, or "
+                   "printed): one colour per stream, events dashed.")
 @click.option("--target", default=None, metavar="NAME",
               help="Compile target: native (this machine), cpu-avx2 or cpu-avx512: the kernel "
                    "backend and the vector class the tilings are tuned for, recorded in the .om "
@@ -97,7 +88,9 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                              stream_priorities=parse_stream_priorities(stream_priorities))
     if emit == "om":
         if not output:
-            raise CommandLineError("missing -o/--output (or use --emit ir / --emit report)")
+            raise CommandLineError("missing -o/--output (or use --emit ir, report or dot)")
+        check_output_path(output)
+    if emit == "dot" and output:
         check_output_path(output)
     if emit == "ir":
         click.echo(emit_ir(model, options))
@@ -105,6 +98,11 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     compiled = compile_model(model, options)
     if emit == "report":
         click.echo(json.dumps(compiled.report, indent=2))
+        return
+    if emit == "dot":
+        from aircc.formats.dot import to_dot
+
+        _emit_text(to_dot(compiled.om.parsed()), output)
         return
     try:
         size = compiled.save(output)
@@ -129,16 +127,42 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                    f"{', '.join(n['node'] for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
 
 
+def _emit_text(text: str, output: str | None) -> None:
+    """``text`` to the file ``output`` (written whole or not at all), else to stdout."""
+    if output:
+        write_atomically(output, lambda f: f.write(text.encode()))
+    else:
+        click.echo(text, nl=False)
+
+
 @main.command()
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def inspect(model, as_json):
-    """Summarise an .om model: mode, streams, events, tasks and memory plan."""
+@click.option("--dot", "as_dot", is_flag=True,
+              help="Print a Graphviz picture of the compiled graph instead (render it with "
+                   "`dot -Tsvg`): one colour per stream, events as dashed edges, fused, "
+                   "host-placed and fallback nodes marked.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the summary (or the --dot picture) to this file instead of stdout.")
+def inspect(model, as_json, as_dot, output):
+    """Summarise an .om model: mode, target, streams, events, tasks, gears, kernels (their
+    backends, fusions, fallbacks), layouts and memory plan."""
     from aircc.formats import load_om
+    from aircc.formats.dot import to_dot
     from aircc.formats.summary import format_summary, summarize
+    from aircc.ops.catalog import kernel_sources
 
-    summary = summarize(load_om(model))
-    click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
+    if as_json and as_dot:
+        raise CommandLineError("--json and --dot: give one of them")
+    if output:
+        check_output_path(output)
+    om = load_om(model)
+    if as_dot:
+        _emit_text(to_dot(om.parsed()), output)
+        return
+    summary = summarize(om, kernel_sources(om.parsed().model.target.backend))
+    _emit_text((json.dumps(summary, indent=2) if as_json else format_summary(summary)) + "\n",
+               output)
 
 
 @main.command()

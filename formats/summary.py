@@ -2,10 +2,18 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable, Optional
+
+from .graph_view import HOST, KERNEL, graph_view
+
+KernelSource = Callable[[str, int, str, bool], Optional[str]]
+"""``(op, version, domain, fallback) -> name`` of the kernel backend that runs an op on the
+model's target (None: unknown); asked for the nodes whose tiling the file does not hold."""
 
 
-def summarize(om) -> dict:
-    """A JSON-able summary: mode, streams, events, tasks per stream, memory plan."""
+def summarize(om, kernel_source: KernelSource | None = None) -> dict:
+    """A JSON-able summary: mode, streams, events, tasks per stream, memory plan, gears, the
+    kernels (per node: stream, op, kernel backend, fused ops, fallback) and layouts."""
     model = om.sections["model"]
     out = {
         "name": model.get("name"),
@@ -30,6 +38,10 @@ def summarize(om) -> dict:
             "ops": dict(sorted(Counter(t["op"] for lst in lists for t in lst
                                        if t["kind"] == "kernel").items())),
         })
+    graph = om.sections.get("exec_graph")
+    if graph:
+        out.update({"streams": graph["streams"], "events": graph["events"],
+                    "host_ops": graph["host_ops"]})
     plan = om.sections.get("memory_plan")
     if plan:
         out.update({
@@ -45,6 +57,11 @@ def summarize(om) -> dict:
     nodes = ([t for lst in tasks["lists"] for t in lst if t["kind"] == "kernel"] if tasks else
              (om.sections.get("exec_graph") or {}).get("nodes", []))
     out["layouts"] = layouts(nodes)
+    contract = om.parsed()
+    if contract.gears is not None:
+        out["gears"] = gears(contract)
+    out["kernels"] = kernels(contract, kernel_source)
+    out["fallback_kernels"] = [k["node"] for k in out["kernels"] if k["impl"] == "fallback"]
     report = model.get("compile_report")
     if report:
         out["compile_report"] = report
@@ -60,6 +77,37 @@ def layouts(kernels: list[dict]) -> dict:
                                          for k in kernels),
             "reorders": [k.get("node", k.get("name")) for k in reorders if k["op"] == "Transpose"],
             "views": [k.get("node", k.get("name")) for k in reorders if k["op"] != "Transpose"]}
+
+
+def gears(contract) -> dict:
+    """A gear model's batch inputs and sizes, and each gear's plan in brief."""
+    g = contract.gears
+    return {"batch_inputs": list(g.batch_inputs), "sizes": list(g.sizes),
+            "plans": [{"batch": p.batch, "streams": p.tasks.streams, "events": p.tasks.events,
+                       "tasks": p.tasks.count, "arena_bytes": p.memory_plan.arena_bytes}
+                      for p in g.plans]}
+
+
+def kernels(contract, kernel_source: KernelSource | None = None) -> list[dict]:
+    """Every op the model runs (a gear model: its largest gear's), in order: where it runs
+    (a stream, or the host), its kernel backend (as the static tiling chose it, else as
+    ``kernel_source`` says), the backend's implementation, and what it fused."""
+    out = []
+    view = graph_view(contract)
+    for n in view.nodes:
+        if n.kind not in (KERNEL, HOST):
+            continue
+        backend = n.backend
+        if n.kind == HOST:
+            backend = "host"
+        elif not backend and kernel_source is not None:
+            backend = kernel_source(n.op, n.version, n.domain, n.impl == "fallback") or ""
+        out.append({"node": n.name, "op": n.op, "domain": n.domain,
+                    "placement": "host" if n.kind == HOST else "device", "stream": n.stream,
+                    "backend": backend, "kernel": n.kernel, "why": n.why, "impl": n.impl,
+                    "fused": list(n.fused), "channels_last": n.channels_last,
+                    "body": view.groups.get(n.group)})
+    return out
 
 
 def _mib(n: int) -> str:
@@ -78,17 +126,34 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
         for io in s[kind]:
             lines.append(f"{kind[:-1]:<10} {io['name']}: {io['dtype']}{io['shape']}")
     lines.append(f"weights    {s['weights']} tensors, {_mib(s['weights_bytes_stored'])}")
-    if "streams" in s:
+    if "tasks_per_stream" in s:
         per = ", ".join(f"s{i}: {n}" for i, n in enumerate(s["tasks_per_stream"]))
         lines.append(f"streams    {s['streams']}  (tasks {per})")
         lines.append(f"events     {s['events']}")
         lines.append("tasks      " + ", ".join(f"{k} {v}" for k, v in s["task_kinds"].items()))
         lines.append("ops        " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
+    elif "streams" in s:
+        lines.append(f"streams    {s['streams']}")
+        lines.append(f"events     {s['events']}")
+        lines.append(f"host ops   {s['host_ops']}")
+    g = s.get("gears")
+    if g:
+        lines.append(f"gears      batch {', '.join(map(str, g['sizes']))} (batch inputs "
+                     f"{', '.join(g['batch_inputs'])}); the plans below are batch {g['sizes'][-1]}'s")
+        for p in g["plans"]:
+            lines.append(f"  batch {p['batch']:<5} {p['tasks']} tasks on {p['streams']} stream(s), "
+                         f"{p['events']} events, arena {p['arena_bytes']} bytes")
     lay = s.get("layouts") or {}
     if lay.get("channels_last_kernels"):
         lines.append(f"layouts    {lay['channels_last_kernels']} kernels channels-last; reorders "
                      f"{len(lay['reorders'])} ({', '.join(lay['reorders'][:4])}"
                      f"{', ...' if len(lay['reorders']) > 4 else ''}), views {len(lay['views'])}")
+    elif "layouts" in s:
+        lines.append("layouts    as ONNX (channels-first): no kernel runs channels-last")
+    lines += format_kernels(s.get("kernels") or [], s.get("fallback_kernels") or [])
+    if s["mode"] == "dynamic" and s.get("kernels"):
+        lines.append("           (backends per op: a kernel may hand a shape it does not cover "
+                     "to its base backend at run time)")
     if "arena_bytes" in s:
         ratio = s["arena_bytes"] / s["lower_bound_bytes"] if s["lower_bound_bytes"] else 0
         lines.append(f"arena      {s['arena_bytes']} bytes ({_mib(s['arena_bytes'])}), "
@@ -100,3 +165,29 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
             lines.append(f"  {b['name']:<40} offset {b['offset']:>12}  size {b['size']:>10}  "
                          f"tasks {b['first_task']}..{b['last_task']}")
     return "\n".join(lines)
+
+
+def format_kernels(kernels: list[dict], fallback: list[str]) -> list[str]:
+    """The kernels as text: one line each, and the nodes on fallback kernels."""
+    if not kernels:
+        return []
+    lines = [f"kernels    {len(kernels)} ({sum(k['placement'] == 'host' for k in kernels)} on the host)"]
+    width = min(40, max(len(k["node"]) for k in kernels))
+    for k in kernels:
+        where = "host" if k["placement"] == "host" else f"s{k['stream']}"
+        how = ("fallback (onnx reference)" if k["impl"] == "fallback" else
+               " ".join(x for x in (k["backend"], k["kernel"]) if x))
+        extra = [f"fused {' + '.join(k['fused'])}"] if k["fused"] else []
+        if k["channels_last"]:
+            extra.append("channels-last")
+        if k["body"]:
+            extra.append(f"in {k['body']}")
+        if k["why"]:
+            extra.append(k["why"])
+        lines.append(f"  {where:<5} {k['node']:<{width}} {k['op']:<20} {how:<28} {'; '.join(extra)}".rstrip())
+    if fallback:
+        lines.append(f"fallback   {len(fallback)} node(s) on onnx's reference implementation: "
+                     f"{', '.join(fallback)}")
+    else:
+        lines.append("fallback   none: every node runs a native kernel")
+    return lines

@@ -23,8 +23,9 @@ import numpy as np
 
 from aircc.errors import CompileOptionError, UnsupportedOpError
 
-from .registry import version_at
+from .registry import has_trait, version_at
 from .targets import Target
+from .traits import Trait
 from .types import TensorType
 
 ENTRY_POINT_GROUP = "aircc.kernel_backends"
@@ -177,7 +178,7 @@ class KernelBackend:
         if not versions:
             raise UnsupportedOpError(op, domain, version, node,
                                      reason=f"kernel backend '{self.name}' has no kernel for it",
-                                     known=self.native_ops())
+                                     known=self.native_ops(user_only=True))
         chosen = version_at(versions, version)
         if chosen is None and self.base is not None:
             return kernel_backend(self.base).impl(op, version, domain, node, fallback)
@@ -206,10 +207,14 @@ class KernelBackend:
         self.load()
         return bool(self._channels_last)
 
-    def native_ops(self) -> list[str]:
+    def native_ops(self, user_only: bool = False) -> list[str]:
+        """The ops this backend (or its base) has kernels for; ``user_only``: only those a
+        model may use (not the compiler's ``INTERNAL`` ops)."""
         self.load()
-        own = {op for (_, op) in self._impls}
-        return sorted(own | set(kernel_backend(self.base).native_ops()) if self.base else own)
+        own = {op for (dom, op) in self._impls
+               if not (user_only and has_trait(op, Trait.INTERNAL, dom))}
+        return sorted(own | set(kernel_backend(self.base).native_ops(user_only))
+                      if self.base else own)
 
     def all_impls(self) -> list[KernelImpl]:
         """This backend's own kernels (not its base's)."""

@@ -1,17 +1,22 @@
-"""The op catalogue: every op aircc knows, its opset ranges, and what runs it on a backend.
+"""The op catalogue: every op a model may use, its opset ranges, and what runs it on a backend.
 
 ``aircc ops`` prints it.  An op version runs ``native`` (a kernel of the backend),
 ``control`` (an op with bodies, run as control tasks), or ``fallback`` (onnx's
 reference implementation in the device path, for ops of the default, ``ai.onnx.ml``
-and ``ai.onnx.preview.training`` domains the backend has no kernel for).
+and ``ai.onnx.preview.training`` domains the backend has no kernel for).  The ops the
+compiler makes itself (trait ``INTERNAL``: events, copies, control kernels, fused ops)
+are not in it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import onnx
 
-from .backend import KernelBackend
+from aircc.errors import CompileOptionError, UnsupportedOpError
+
+from .backend import KernelBackend, kernel_backend
 from .fallback import fallback_ops
 from .registry import all_definitions
 from .traits import Trait
@@ -58,7 +63,7 @@ def op_table(backend: KernelBackend) -> list[OpRow]:
     """Every op version range, sorted by domain, op and version."""
     rows: list[tuple[str, str, int, str]] = []
     for d in all_definitions():
-        if d.has(Trait.DEVICE_TASK):
+        if d.has(Trait.DEVICE_TASK) or d.has(Trait.INTERNAL):
             continue
         kind = "control" if d.has(Trait.CONTROL_FLOW) else "native"
         rows.append((d.domain, d.name, d.since, kind))
@@ -78,3 +83,40 @@ def op_table(backend: KernelBackend) -> list[OpRow]:
             kind = "fallback"
         out.append(OpRow(domain, name, since, later[0] - 1 if later else None, kind))
     return out
+
+
+#: What :func:`kernel_source` names onnx's reference implementation.
+REFERENCE = "onnx-reference"
+
+
+def kernel_source(backend: KernelBackend, op: str, version: int, domain: str = "",
+                  fallback: bool = False) -> str | None:
+    """The name of the backend whose kernel runs ``op`` for ``backend`` (itself, or its
+    base for an op it has no kernel of), :data:`REFERENCE` for a fallback kernel, None for
+    an op neither knows.  Per op, not per shape: a kernel may still hand a use it does not
+    cover to its base at run time (a static model's tiling records that)."""
+    try:
+        impl = backend.impl(op, version, domain, fallback=fallback)
+    except UnsupportedOpError:              # an op neither the backend nor onnx knows
+        return None
+    if not impl.native:
+        return REFERENCE
+    if backend.base is not None and not fallback:
+        base = kernel_backend(backend.base)
+        try:
+            if base.impl(op, version, domain) is impl:
+                return base.name
+        except UnsupportedOpError:
+            pass
+    return backend.name
+
+
+def kernel_sources(backend_name: str) -> Callable[[str, int, str, bool], str | None] | None:
+    """:func:`kernel_source` for the backend called ``backend_name`` (a model's target's),
+    as ``(op, version, domain, fallback) -> name``; None when that backend cannot load here."""
+    try:
+        backend = kernel_backend(backend_name)
+    except CompileOptionError:
+        return None
+    return lambda op, version, domain, fallback: kernel_source(backend, op, version, domain,
+                                                               fallback)

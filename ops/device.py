@@ -32,7 +32,7 @@ SYNC_OPS = (EVENT_RECORD, EVENT_WAIT)
 COPY_OPS = (MEMCPY_H2D, MEMCPY_D2H)
 JUMP_OPS = (LABEL, GOTO, STREAM_SWITCH)
 
-_TASK = {Trait.DEVICE_TASK, Trait.SIDE_EFFECT}
+_TASK = {Trait.DEVICE_TASK, Trait.SIDE_EFFECT, Trait.INTERNAL}
 
 
 def _typed_by_lowering(ctx: InferContext) -> list[TensorType]:
@@ -75,5 +75,5 @@ CONTROL_KERNELS = (
 TYPED_BY_LOWERING = frozenset([*TASK_DOCS, *(op for op, _, _ in CONTROL_KERNELS)])
 
 for _op, _writes_state, _doc in CONTROL_KERNELS:
-    define(_op, VERSION, DOMAIN, traits={Trait.SIDE_EFFECT} if _writes_state else (),
-           foldable=False, doc=_doc)(_typed_by_lowering)
+    define(_op, VERSION, DOMAIN, traits={Trait.SIDE_EFFECT, Trait.INTERNAL} if _writes_state
+           else {Trait.INTERNAL}, foldable=False, doc=_doc)(_typed_by_lowering)

@@ -12,7 +12,7 @@ from typing import Protocol
 from aircc.errors import UnsupportedOpError
 
 from .fallback import fallback_def
-from .registry import MEMO, OpDef, canonical_domain, native_ops, version_at, versions_of
+from .registry import MEMO, OpDef, canonical_domain, user_ops, version_at, versions_of
 
 
 class NodeLike(Protocol):
@@ -49,7 +49,7 @@ def _resolve(name: str, version: int | None, domain: str, node: str, fallback: b
         if found is not None:
             return found
     if not versions:
-        raise UnsupportedOpError(name, domain, version, node, known=native_ops())
+        raise UnsupportedOpError(name, domain, version, node, known=user_ops())
     chosen = version_at(versions, version)
     if chosen is None:
         raise UnsupportedOpError(name, domain, version, node,

@@ -214,6 +214,13 @@ def native_ops() -> list[str]:
     return sorted({name for (_, name) in _REGISTRY})
 
 
+def user_ops() -> list[str]:
+    """Every op with a native definition that a model may use (not ``INTERNAL``), by name."""
+    load_definitions()
+    return sorted({name for (dom, name) in _REGISTRY
+                   if Trait.INTERNAL not in _TRAITS.get((dom, name), ())})
+
+
 def all_definitions() -> list[OpDef]:
     """Every native definition."""
     load_definitions()

@@ -35,6 +35,9 @@ class Trait(enum.Enum):
     DEVICE_TASK = "device_task"
     """A task of the device itself, not a kernel: it has no tiling and lowers to a task
     kind of its own (event record and wait, copies, labels, jumps)."""
+    INTERNAL = "internal"
+    """Made by the compiler, never written in a model (the device's own ops, the ops of
+    fusion passes): ``aircc ops`` and the ops an error message lists leave it out."""
 
     # Members are singletons compared by identity: hash them so, in C (Enum's own hash
     # runs Python code, and every pass asks traits once per node).

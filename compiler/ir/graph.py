@@ -13,7 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
-from aircc.ops import Trait, device, has_trait
+from aircc.ops import Trait, device, has_trait, node_def
 from aircc.ops.types import Dim, TensorType, is_host_only  # noqa: F401  (the IR's types)
 
 
@@ -44,6 +44,12 @@ class Node:
     def has_side_effects(self) -> bool:
         """Dead-code elimination must keep it (synchronisation, copies, loop state)."""
         return has_trait(self.op, Trait.SIDE_EFFECT, self.domain)
+
+    @property
+    def on_fallback(self) -> bool:
+        """Its kernel is the fallback (onnx's reference implementation): the native kernels
+        do not cover this use of its op (``meta["impl"]``), or its op has none."""
+        return self.meta.get("impl") == "fallback" or not node_def(self).native
 
     def is_plain(self, op: str) -> bool:
         """A default-domain ``op`` node run by its native kernel: what fusions rewrite."""

@@ -83,7 +83,7 @@ class _Lowering:
             self.nodes.append(ExecNode(n.op, n.domain, n.version, n.name, list(n.inputs),
                                        list(n.outputs), n.attrs,
                                        Placement(n.meta.get("placement", "device")), stream,
-                                       Impl(n.meta.get("impl", "native"))))
+                                       Impl.FALLBACK if n.on_fallback else Impl.NATIVE))
             kernels.extend(self._kernels(n, idx, stream))
             if frees_after.get(k):
                 kernels.append(HostKernel(K.FREE, values=frees_after[k]))

@@ -41,9 +41,6 @@ class StaticSections:
                 "tiling": self.tiling.to_payload()}
 
 
-IMPLS = {i.value: i for i in Impl}
-
-
 def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, int], int]:
     """Offsets of the constants the tasks read, in the weights region."""
     used = [c for c in graph.constants if any(c in n.inputs for n in graph.nodes)]
@@ -84,7 +81,7 @@ def _task(node: Node, k: int, at: _Addresses, plan: MemoryPlan, tiling: list[dic
     attrs = ({**node.attrs, "in_place": plan.in_place[node.name]}
              if node.name in plan.in_place else node.attrs)
     return KernelTask(k, node.op, node.domain, node.version, node.name,
-                      IMPLS[node.meta.get("impl", "native")],
+                      Impl.FALLBACK if node.on_fallback else Impl.NATIVE,
                       [at.operand(i) for i in node.inputs], [at.operand(o) for o in node.outputs],
                       attrs, len(tiling) - 1,
                       Workspace(Region.ARENA, plan.buffers[f"{node.name}#workspace"].offset, ws)

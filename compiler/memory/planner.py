@@ -31,6 +31,7 @@ from aircc.errors import CompileOptionError
 from aircc.ops import Trait, has_trait
 
 from ..ir.graph import Graph
+from ..ir.user_names import user_value
 from ..schedule.happens_before import HappensBefore, covers
 from .lower_bound import lower_bound
 
@@ -104,7 +105,7 @@ def collect_buffers(graph: Graph) -> list[Buffer]:
             t = graph.types[o]
             if not t.is_static:
                 raise CompileOptionError(
-                    f"static mode needs static shapes, but '{o}' (output of node '{node.name}') "
+                    f"static mode needs static shapes, but {user_value(graph, o)} "
                     f"has shape {list(t.shape) if t.shape is not None else '[*]'}; fix the input "
                     f"shapes with --input-shape")
             buffers[o] = Buffer(o, t.nbytes, k)

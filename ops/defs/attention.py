@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from aircc.ops.registry import InferContext, define
 from aircc.ops.shapes import broadcast_shapes, is_int
+from aircc.ops.traits import Trait
 from aircc.ops.types import TensorType
 
 
-@define("Attention", 1, "aircc", engine="cube", foldable=False, broadcast_inputs=(3,))
+@define("Attention", 1, "aircc", traits={Trait.INTERNAL}, engine="cube", foldable=False,
+        broadcast_inputs=(3,))
 def attention(ctx: InferContext) -> list[TensorType]:
     """softmax(Q K^T + M) V for ``heads`` heads, with [Q | K | V] = X @ W + b."""
     xt = ctx.input_type(0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from aircc.ops.registry import InferContext, define
 from aircc.ops.shapes import broadcast_shapes, is_int, norm_axis
+from aircc.ops.traits import Trait
 from aircc.ops.types import TensorType
 
 from .gemm import permuted_shape
@@ -30,13 +31,14 @@ CHAIN_BINARY_OPS = frozenset({"Add", "Sub", "Mul", "Div"})
 """The binary ops an ElementwiseChain step may apply to the running value and an operand."""
 
 
-@define("ElementwiseChain", 1, "aircc", foldable=False)
+@define("ElementwiseChain", 1, "aircc", traits={Trait.INTERNAL}, foldable=False)
 def elementwise_chain(ctx: InferContext) -> list[TensorType]:
     """Its ``steps`` (elementwise ops) applied in turn to its first input, whose type it keeps."""
     return [ctx.input_type(0)]
 
 
-@define("SoftmaxMatMul", 1, "aircc", engine="cube", foldable=False, broadcast_inputs=(2,))
+@define("SoftmaxMatMul", 1, "aircc", traits={Trait.INTERNAL}, engine="cube", foldable=False,
+        broadcast_inputs=(2,))
 def softmax_matmul(ctx: InferContext) -> list[TensorType]:
     """softmax(S (+ M), last axis) @ V."""
     st, vt = ctx.input_type(0), ctx.input_type(1)
@@ -56,7 +58,7 @@ def softmax_matmul(ctx: InferContext) -> list[TensorType]:
     return [TensorType(st.dtype, permuted_shape(ctx, out, ctx.attrs.get("perm_y"), "perm_y"))]
 
 
-@define("ChannelShuffle", 1, "aircc", foldable=False)
+@define("ChannelShuffle", 1, "aircc", traits={Trait.INTERNAL}, foldable=False)
 def channel_shuffle(ctx: InferContext) -> list[TensorType]:
     """Interleave the ``groups`` groups of ``axis``: the input's type, the axis permuted."""
     t = ctx.input_type(0)
