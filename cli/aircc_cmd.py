@@ -1,7 +1,9 @@
 """``aircc``: compile ONNX to .om, inspect an .om, list ops."""
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 
 import click
 
@@ -10,6 +12,41 @@ from aircc.errors import CommandLineError
 from .errors import EXIT_CODES_HELP, OneLineErrorGroup
 from .paths import check_output_path, write_atomically
 from .shapes import parse_input_shapes
+
+
+@contextlib.contextmanager
+def compile_progress(show: bool):
+    """A progress bar over the compile's stages (on stderr) when ``show``; yields the
+    callback for :func:`~aircc.compiler.driver.compile_model` (None when not shown)."""
+    if not show:
+        yield None
+        return
+    from aircc.compiler.stages import FRONT, STATIC_STAGES
+
+    with click.progressbar(length=len(FRONT) + len(STATIC_STAGES), label="compiling",
+                           file=sys.stderr, item_show_func=lambda s: s) as bar:
+        yield lambda stage: bar.update(1, stage)
+
+
+def dump_json(model: str, json_path: str | None, input_shapes: tuple[str, ...],
+              target: str | None) -> None:
+    """ATC's ``--mode 1``: the model as JSON (an .om's summary, or an ONNX model's
+    compiled summary) to ``json_path`` or stdout."""
+    from aircc.compiler.driver import CompileOptions, compile_model
+    from aircc.formats import load_om
+    from aircc.formats.om import MAGIC
+    from aircc.formats.summary import summarize
+
+    with open(model, "rb") as f:
+        is_om = f.read(len(MAGIC)) == MAGIC
+    om = load_om(model) if is_om else compile_model(
+        model, CompileOptions(input_shapes=parse_input_shapes(input_shapes), target=target)).om
+    text = json.dumps(summarize(om), indent=2)
+    if json_path:
+        check_output_path(json_path)
+        write_atomically(json_path, lambda f: f.write(text.encode() + b"\n"), "--json")
+    else:
+        click.echo(text)
 
 
 def parse_stream_priorities(specs: tuple[str, ...]) -> dict[int, int]:
@@ -45,13 +82,19 @@ def main():
                    "any branch on a backend whose kernels span every core (oneDNN); by "
                    "default they stay with a predecessor, where they would only queue for "
                    "the cores.")
-@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME:D1,D2,...",
+@click.option("--input-shape", "--input_shape", "input_shapes", multiple=True,
+              metavar="NAME:D1,D2,...",
               help="Fix an input's shape (repeatable, or ';'-separated).")
-@click.option("--mode", type=click.Choice(["static", "dynamic", "auto"]), default="auto",
+@click.option("--mode", type=click.Choice(["static", "dynamic", "auto", "0", "1"]), default="auto",
               show_default=True,
               help="static: whole graph planned at compile time; dynamic: Host Kernel graph; "
-                   "auto: dynamic when an input keeps a symbolic dim.")
-@click.option("--dynamic-batch", default=None, metavar="B1,B2,...",
+                   "auto: dynamic when an input keeps a symbolic dim.  As ATC spells it: 0 "
+                   "(auto) or 1 (no model: a JSON dump of the compiled model, or of an .om "
+                   "MODEL, to --json FILE or stdout).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE", help="--mode 1: where to write the JSON dump.")
+@click.option("--dynamic-batch", "--dynamic_batch_size", "dynamic_batch", default=None,
+              metavar="B1,B2,...",
               help="Gears: one static plan per batch size (e.g. 1,2,4,8), all in one .om.")
 @click.option("--emit", type=click.Choice(["om", "ir", "report", "dot"]), default="om",
               show_default=True,
@@ -69,10 +112,23 @@ def main():
 @click.option("--stream-priority", "stream_priorities", multiple=True, metavar="STREAM=P",
               help="Give stream STREAM (an index, as the compile report counts them) priority "
                    "P in -7..7 (repeatable; higher is served first on shared compute units).")
+@click.option("--log", "log_level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default=None, help="Print aircc's log at this level on stderr (default $AIR_LOG).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            dynamic_batch, emit, target, layout, stream_priorities):
+            json_path, dynamic_batch, emit, target, layout, stream_priorities, log_level, quiet):
     """Compile an ONNX MODEL into an offline .om model."""
+    from aircc import log
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
+
+    if log_level:
+        log.configure(log_level)
+    if mode in ("0", "1"):
+        if mode == "1":
+            return dump_json(model, json_path, input_shapes, target)
+        mode = "auto"
+    if json_path:
+        raise CommandLineError("--json goes with --mode 1 (a JSON dump)")
 
     gears = None
     if dynamic_batch:
@@ -95,7 +151,8 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     if emit == "ir":
         click.echo(emit_ir(model, options))
         return
-    compiled = compile_model(model, options)
+    with compile_progress(not quiet and sys.stdout.isatty()) as progress:
+        compiled = compile_model(model, options, progress)
     if emit == "report":
         click.echo(json.dumps(compiled.report, indent=2))
         return

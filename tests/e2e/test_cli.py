@@ -213,3 +213,22 @@ def test_airrun_habits_version_shapes_warmup_percentiles_json_and_log(tmp_path):
     assert r.exit_code == 2 and "does not fit the input's shape ['batch', 784]" in r.output
     r = CliRunner().invoke(airrun, [str(om), "--random", "1", "--benchmark-json", str(bench)])
     assert r.exit_code == 2 and "--benchmark-json needs --benchmark N" in r.output
+
+
+def test_aircc_compile_takes_atc_spellings_and_dumps_json_with_mode_1(tmp_path):
+    om = tmp_path / "g.om"
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(om),
+                                       "--dynamic_batch_size=1,2,4", "--log=info", "--quiet"])
+    assert r.exit_code == 0 and "gears [1, 2, 4]" in r.output, r.output
+    assert "aircc INFO [aircc.compile] passes:" in r.output         # the log, on stderr
+    dump = tmp_path / "m.json"
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "--mode=1",
+                                       "--input_shape=input:2,784", "--json", str(dump)])
+    assert r.exit_code == 0, r.output
+    s = json.loads(dump.read_text())
+    assert s["mode"] == "static" and s["inputs"][0]["shape"] == [2, 784] and s["name"] == "mlp"
+    r = CliRunner().invoke(aircc_cli, ["compile", str(om), "--mode", "1"])   # an .om: its summary
+    assert r.exit_code == 0 and json.loads(r.output)["gears"]
+    r = CliRunner().invoke(aircc_cli, ["compile", f"{SAMPLES}/mlp.onnx", "-o", str(om),
+                                       "--json", str(dump)])
+    assert r.exit_code == 2 and "--json goes with --mode 1" in r.output
