@@ -13,6 +13,8 @@ logger instead.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import sys
 
@@ -47,6 +49,31 @@ def configure(level: str) -> None:
         root.addHandler(_handler)
         root.propagate = False
     root.setLevel(getattr(logging, level.upper()))
+
+
+@contextlib.contextmanager
+def level(name: str | None):
+    """Print the log at ``name`` inside the block (a command's ``--log``), then put back
+    what was set before; None: leave it as it is."""
+    if name is None:
+        yield
+        return
+    root = logging.getLogger(ROOT)
+    before = root.level
+    configure(name)
+    try:
+        yield
+    finally:
+        root.setLevel(before)
+
+
+def levelled(command):
+    """A command whose ``log_level`` argument (``--log``) sets the log level while it runs."""
+    @functools.wraps(command)
+    def run(*args, log_level: str | None = None, **kwargs):
+        with level(log_level):
+            return command(*args, log_level=log_level, **kwargs)
+    return run
 
 
 class _Stderr(logging.StreamHandler):

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from aircc import log
 from aircc.errors import CommandLineError
 
 from .errors import EXIT_CODES_HELP, OneLineErrorGroup
@@ -115,14 +116,12 @@ def main():
 @click.option("--log", "log_level", type=click.Choice(["debug", "info", "warning", "error"]),
               default=None, help="Print aircc's log at this level on stderr (default $AIR_LOG).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@log.levelled
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
             json_path, dynamic_batch, emit, target, layout, stream_priorities, log_level, quiet):
     """Compile an ONNX MODEL into an offline .om model."""
-    from aircc import log
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
-    if log_level:
-        log.configure(log_level)
     if mode in ("0", "1"):
         if mode == "1":
             return dump_json(model, json_path, input_shapes, target)
