@@ -197,3 +197,17 @@ class DeviceLostError(DeviceError):
     reset it and reload the model, or fail over to another device."""
 
     code = 507033
+
+
+class BatchFailedError(AirccError):
+    """A batch of a dataset run (:mod:`aircc.distributed`) failed; the message names the
+    batch (its first and last row) and the aircc error it raised."""
+
+    code = 507902
+
+    def __init__(self, message: str, batch: str = "", cause_code: int | None = None):
+        super().__init__(message)
+        self.batch, self.cause_code = batch, cause_code
+
+    def __reduce__(self):
+        return type(self), (self.message, self.batch, self.cause_code)

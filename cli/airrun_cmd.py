@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 import click
 import numpy as np
 
+from aircc import log
 from aircc.errors import CommandLineError, DeviceError
 
 from . import value_files
 from .errors import EXIT_CODES_HELP, OneLineErrorCommand
 from .feeds import narrow_type_bits, random_inputs, read_inputs
+from .dataset_cmd import dataset_options
 from .paths import check_output_path, write_atomically
 from .shapes import parse_input_shapes
 from .reports import format_benchmark, format_devices, format_memory, format_stats, time_runs
@@ -155,22 +157,24 @@ def npz_path(output: str) -> str:
               help="Threads every pool aircc drives may use: numpy's BLAS, oneDNN's OpenMP, "
                    "the device's stream workers (default $AIRCC_THREADS, else the CPUs "
                    "this process may use).")
+@dataset_options
+@log.levelled
 def main(model, list_devices, device_id, device_list, priority, input_specs, random_seed,
          input_shapes, output, device_memory, device_cpus, quiet, profile_path, profile_summary,
          show_stats, runtime_cores, pad_to_gear, no_replay, repeat, benchmark, warmup,
-         benchmark_json, log_level, timeout, recovery, threads):
+         benchmark_json, log_level, timeout, recovery, threads, **dataset):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
-    from aircc import log
-
-    if log_level:
-        log.configure(log_level)
 
     if list_devices:
         click.echo(format_devices(aircc.devices()))
         return
     if model is None:
         raise CommandLineError("give the .om MODEL to run (or --list-devices)")
+    if dataset["dataset"] is not None or dataset["ray_address"] is not None:   # on Ray
+        from .dataset_cmd import run_dataset_command
+        return run_dataset_command(model, device_memory=device_memory, single_run=bool(
+            input_specs or random_seed is not None or output), **dataset)
     if (device_memory or device_cpus) and (device_id is not None or device_list):
         raise CommandLineError("--device-memory/--device-cpus make a device of their own; "
                                "they cannot go with --device or --devices")

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "aircc"
-SOURCE_DIRS = ("compiler", "executor", "ops", "formats", "cli")
+SOURCE_DIRS = ("compiler", "executor", "ops", "formats", "cli", "distributed")
 #: Package -> packages of aircc it must not import.
 WALLS = {
     "compiler": ("executor",),
