@@ -38,6 +38,20 @@ MAX_FAULTS = 16
 IDLE_SECONDS = 0.25
 
 
+class _Marker:
+    """A task that only tells the host the stream got this far (``synchronize``): it
+    computes nothing, so it runs without a compute unit (a stream whose work is done
+    answers even while a stuck kernel holds every unit)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]):
+        self.fn = fn
+
+    def __call__(self) -> None:
+        self.fn()
+
+
 def in_device_worker() -> bool:
     """Is the calling thread a stream's worker?"""
     return getattr(_worker, "stream", None) is not None
@@ -155,7 +169,7 @@ class Stream:
                                              f"after {timeout} s")
             return
         done = threading.Event()
-        self.submit(done.set)
+        self.submit(_Marker(done.set))
         if not done.wait(timeout):
             raise StreamSyncTimeoutError(f"stream {self.id} did not drain within {timeout} s")
 
@@ -217,7 +231,7 @@ class Stream:
                 seq, task = item
                 if task is None:
                     return
-                if units is not None and not holder.holding:
+                if units is not None and not holder.holding and type(task) is not _Marker:
                     holder.seq = seq
                     units.acquire(holder)
                 self.running_since = time.monotonic()
