@@ -8,21 +8,35 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from .errors import (AirccError, DeviceLostError, DeviceOutOfMemoryError,  # noqa: F401
                      InputError, KernelError, ModelClosedError, ModelFormatError,
                      ModelImportError, RunTimeoutError, ShapeInferenceError,
                      TargetUnavailableError, UnsupportedOpError)
 
-__version__ = "0.1.0"
+__version__: str = "0.1.0"
+
+if TYPE_CHECKING:                      # names for the annotations only
+    import onnx
+
+    from .compiler.driver import CompiledModel
+    from .executor.device.caching_allocator import PoolOptions as _PoolOptions
+    from .executor.device.device import VirtualDevice as _VirtualDevice
+    from .executor.device.discovery import DeviceInfo
+    from .executor.runtime.loaded import LoadedModel
+    from .executor.runtime.multi_device import MultiDeviceModel
+    from .executor.runtime.recovery import RecoveryPolicy as _RecoveryPolicy
+    from .formats import OmFile
 
 
-def compile(source, output: str | os.PathLike | None = None, *, streams: int | None = None,
-            input_shapes: dict | None = None, mode: str = "auto",
+def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
+            output: str | os.PathLike | None = None, *, streams: int | None = None,
+            input_shapes: dict[str, Sequence[int | str]] | None = None, mode: str = "auto",
             dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
             min_branch_bytes: int | None = None, split_matrix_branches: bool = False,
             target: str | None = None, channels_last: bool | None = None,
-            stream_priorities: dict | None = None):
+            stream_priorities: dict[int, int] | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     ``target`` names the compile target (``native``, ``cpu-avx2``, ``cpu-avx512``; default
@@ -48,9 +62,13 @@ def compile(source, output: str | os.PathLike | None = None, *, streams: int | N
     return compiled
 
 
-def load(source, device=None, *, devices=None, runtime_core_number: int | None = None,
+def load(source: str | os.PathLike | bytes | OmFile | CompiledModel,
+         device: _VirtualDevice | int | None = None, *,
+         devices: Sequence[_VirtualDevice | int] | Literal["all"] | None = None,
+         runtime_core_number: int | None = None,
          pad_to_gear: bool = False, replay: bool = True, timeout: float | None = None,
-         recovery=None, priority: int | str = 0):
+         recovery: _RecoveryPolicy | None = None,
+         priority: int | str = 0) -> LoadedModel | MultiDeviceModel:
     """Load an .om (path, bytes, OmFile, or what :func:`compile` returned) onto ``device``
     (a :class:`VirtualDevice` or a logical device id; default: logical device 0); returns
     a :class:`~aircc.executor.runtime.loaded.LoadedModel`.
@@ -82,7 +100,7 @@ def load(source, device=None, *, devices=None, runtime_core_number: int | None =
     return load_model(source, device, **options)
 
 
-def devices() -> list:
+def devices() -> list[DeviceInfo]:
     """Every device discovery found (:mod:`aircc.executor.device.discovery`): a
     ``DeviceInfo`` each (logical id, physical id, state, memory, compute units, probe
     time; an UNAVAILABLE one has no logical id and says why)."""
@@ -98,14 +116,14 @@ def device_count() -> int:
     return len(registry())
 
 
-def device(logical_id: int = 0):
+def device(logical_id: int = 0) -> _VirtualDevice:
     """The :class:`VirtualDevice` of logical id ``logical_id``."""
     from .executor.device.discovery import registry
 
     return registry().get(logical_id)
 
 
-def PoolOptions(**fields):
+def PoolOptions(**fields: Any) -> _PoolOptions:
     """Settings of a device's caching allocator: ``initial_bytes``, ``growth_bytes``,
     ``reuse`` (:class:`aircc.executor.device.caching_allocator.PoolOptions`)."""
     from .executor.device.caching_allocator import PoolOptions as Options
@@ -113,7 +131,7 @@ def PoolOptions(**fields):
     return Options(**fields)
 
 
-def RecoveryPolicy(**fields):
+def RecoveryPolicy(**fields: Any) -> _RecoveryPolicy:
     """What a loaded model does when a run fails (:mod:`aircc.executor.runtime.recovery`):
     ``retries``, ``out_of_memory``, ``timeout_retries``, ``timeout_factor``,
     ``device_lost``, ``failover_devices``."""
@@ -131,8 +149,9 @@ def set_threads(n: int | None = None) -> int:
     return apply(n)
 
 
-def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None, *,
-                  compute_units: int | None = None, pool=None):
+def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0,
+                  cpus: str | set[int] | None = None, *, compute_units: int | None = None,
+                  pool: _PoolOptions | None = None) -> _VirtualDevice:
     """A new virtual device apart from discovery, with ``memory_bytes`` of memory, its
     stream workers on ``cpus`` (e.g. ``"0"``; default ``$AIR_DEVICE_CPUS``, else not
     pinned), ``compute_units`` shared by its streams (default: its CPUs) and ``pool``
@@ -140,3 +159,25 @@ def VirtualDevice(memory_bytes: int | None = None, device_id: int = 0, cpus=None
     from .executor.device.device import VirtualDevice as Device
 
     return Device(memory_bytes, device_id, cpus, compute_units=compute_units, pool=pool)
+
+
+#: onnxruntime's Python API (``aircc.InferenceSession`` ...; docs/from-onnxruntime.md), from
+#: :mod:`aircc.session`, imported on first use (``import aircc`` stays light).
+_ORT_API = ("InferenceSession", "NodeArg", "ModelMetadata", "get_available_providers",
+            "get_device", "SessionOptions", "RunOptions", "GraphOptimizationLevel",
+            "ExecutionMode", "OrtValue", "IOBinding")
+
+if TYPE_CHECKING:
+    from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession,  # noqa: F401
+                          IOBinding, ModelMetadata, NodeArg, OrtValue, RunOptions,
+                          SessionOptions, get_available_providers, get_device)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _ORT_API:
+        raise AttributeError(f"module 'aircc' has no attribute {name!r}")
+    from . import session
+
+    value = getattr(session, name)
+    globals()[name] = value
+    return value

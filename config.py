@@ -30,6 +30,8 @@ its environment on purpose).  An invalid value raises
                                ``ASCEND_RT_VISIBLE_DEVICES``
 ``AIR_LOG``                    log level printed on stderr: ``debug``, ``info``,
                                ``warning``, ``error`` (default: nothing; :mod:`aircc.log`)
+``AIRCC_CACHE_DIR``            where ``aircc.InferenceSession`` keeps the .om files it compiles
+                               from .onnx models (default ``~/.cache/aircc``)
 =============================  ==========================================================
 """
 from __future__ import annotations
@@ -58,9 +60,11 @@ VARIABLES = {
     "AIR_DEVICE_CONFIG": "JSON file describing the virtual devices (default: one, sized from the host)",
     "AIR_VISIBLE_DEVICES": "physical ids of the devices this process sees, in order, e.g. 2,0",
     "AIR_LOG": "log level printed on stderr: debug, info, warning or error (default: none)",
+    "AIRCC_CACHE_DIR": "folder of the .om files InferenceSession compiles (default ~/.cache/aircc)",
 }
 
 DEFAULT_RUN_TIMEOUT = 600.0
+DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "aircc")
 
 
 def parse_bytes(text: str) -> int:
@@ -104,6 +108,8 @@ class Settings:
     """Physical ids of the devices to use, in order; None: every configured one."""
     log: str = ""
     """Log level to print (``aircc.log``); empty: none."""
+    cache_dir: str = DEFAULT_CACHE_DIR
+    """Folder of the compile cache of ``aircc.InferenceSession`` (an absolute path)."""
 
 
 def _check_cpus(text: str) -> str:
@@ -121,6 +127,15 @@ def _check_cpus(text: str) -> str:
         raise ConfigError(f"AIR_DEVICE_CPUS={text!r}: CPUs {sorted(cpus)} are not all available "
                           f"to this process (available: {sorted(allowed or ())})")
     return text
+
+
+def _cache_dir(text: str) -> str:
+    """``AIRCC_CACHE_DIR`` as an absolute path (empty: the default), unless it names a file."""
+    path = os.path.abspath(os.path.expanduser(text.strip())) if text.strip() else DEFAULT_CACHE_DIR
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"AIRCC_CACHE_DIR={text!r} is a file, not a folder; give a folder "
+                          f"for the compile cache (or unset: {DEFAULT_CACHE_DIR})")
+    return path
 
 
 def _read(env) -> Settings:
@@ -184,11 +199,12 @@ def _read(env) -> Settings:
     if log and log not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"AIR_LOG={env['AIR_LOG']!r}: expected debug, info, warning or error "
                           f"(or unset: no log)")
+    cache_dir = _cache_dir(env.get("AIRCC_CACHE_DIR") or "")
     return Settings(target=target or "native", blas=blas, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
                     threads=threads, device_config=env.get("AIR_DEVICE_CONFIG") or None,
-                    visible_devices=visible, log=log)
+                    visible_devices=visible, log=log, cache_dir=cache_dir)
 
 
 _settings: Settings | None = None

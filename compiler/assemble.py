@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass
 
 from aircc.formats import OmFile
-from aircc.formats.model_section import IOSpec, ModelSection, TargetRecord
+from aircc.formats.model_section import IOSpec, ModelSection, OnnxRecord, TargetRecord
 from aircc.ops import Trait, has_trait, node_def
 
 from .ir.graph import Graph
@@ -61,6 +61,17 @@ def fallback_nodes(graph: Graph) -> list[dict]:
             and (n.meta.get("impl") == "fallback" or not node_def(n).native)]
 
 
+def onnx_record(metadata: dict | None, inputs: list[IOSpec],
+                outputs: list[IOSpec]) -> OnnxRecord | None:
+    """The ONNX model's own metadata (:mod:`.frontend.model_metadata`), its declared shapes
+    kept for the model's inputs and outputs only."""
+    if metadata is None:
+        return None
+    kept = {"input_shapes": {i.name for i in inputs}, "output_shapes": {o.name for o in outputs}}
+    return OnnxRecord(**{k: ({n: s for n, s in v.items() if n in kept[k]} if k in kept else v)
+                         for k, v in metadata.items()})
+
+
 def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec]) -> CompiledModel:
     """The model section and the .om, from a compilation that ran its stages."""
     report = compile_report(c, t0)
@@ -70,7 +81,8 @@ def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec
         opsets={k or "ai.onnx": v for k, v in c.graph.opsets.items()},
         inputs=inputs, outputs=outputs,
         target=TargetRecord(target.name, target.backend, target.vector_class),
-        source_producer=c.graph.meta.get("producer", ""), compile_report=report)
+        source_producer=c.graph.meta.get("producer", ""), compile_report=report,
+        onnx=onnx_record(c.graph.meta.get("onnx"), inputs, outputs))
     payloads = {"model": model.to_payload(),
                 **{name: s.to_payload() for name, s in c.sections.items()}}
     if c.mode == "dynamic":

@@ -83,6 +83,70 @@ class TargetRecord:
         return {"name": self.name, "backend": self.backend, "vector_class": self.vector_class}
 
 
+#: Keys of the ``model`` section's optional ``onnx`` field, each required when it is present.
+ONNX_STRINGS = ("producer_name", "producer_version", "domain", "doc_string", "graph_name",
+                "graph_doc_string")
+ONNX_KEYS = frozenset({*ONNX_STRINGS, "model_version", "metadata_props", "input_shapes",
+                       "output_shapes"})
+
+
+@dataclass(frozen=True)
+class OnnxRecord:
+    """What the ONNX model said of itself: its metadata (onnxruntime's ``get_modelmeta``)
+    and the shapes its graph declares (dims: int, name, or None when unnamed)."""
+
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    model_version: int | None = None
+    """None: the model sets no version."""
+    doc_string: str = ""
+    graph_name: str = ""
+    graph_doc_string: str = ""
+    metadata_props: dict[str, str] = field(default_factory=dict)
+    input_shapes: dict[str, list | None] = field(default_factory=dict)
+    """Input name -> declared shape (None: none declared)."""
+    output_shapes: dict[str, list | None] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(c: Checker, x: Any, io: Mapping[str, list[str]]) -> "OnnxRecord":
+        """Strictly: every key present with its type, no other key, declared shapes only of
+        the model's inputs and outputs (``io``: their names)."""
+        d = c.dict(x, "onnx")
+        unknown = sorted(str(k) for k in d if k not in ONNX_KEYS)
+        if unknown:
+            c.fail("onnx", f"has unknown keys {unknown} (known: {sorted(ONNX_KEYS)})")
+        strings = {k: c.str(d, k, "onnx") for k in ONNX_STRINGS}
+        version = c.get(d, "model_version", "onnx")
+        if version is not None:
+            c.int_value(version, "onnx.model_version")
+        props = c.dict(c.get(d, "metadata_props", "onnx"), "onnx.metadata_props")
+        for k, v in props.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                c.fail("onnx.metadata_props", f"must map str to str, got {describe(k)} -> "
+                                              f"{describe(v)}")
+        shapes = {}
+        for key, kind in (("input_shapes", "inputs"), ("output_shapes", "outputs")):
+            where = f"onnx.{key}"
+            given = c.dict(c.get(d, key, "onnx"), where)
+            for name, shape in given.items():
+                if name not in io[kind]:
+                    c.fail(where, f"names {describe(name)}, not one of the model's {kind} "
+                                  f"{io[kind]}")
+                if shape is not None:
+                    for j, dim in enumerate(c.list(shape, f"{where}.{name}")):
+                        if not (dim is None or isinstance(dim, str) or (is_int(dim) and dim >= 0)):
+                            c.fail(f"{where}.{name}[{j}]", f"must be an int >= 0, a str or nil, "
+                                                           f"got {describe(dim)}")
+            shapes[key] = {n: None if v is None else list(v) for n, v in given.items()}
+        return OnnxRecord(**strings, model_version=version, metadata_props=dict(props), **shapes)
+
+    def to_payload(self) -> dict:
+        return {**{k: getattr(self, k) for k in ONNX_STRINGS}, "model_version": self.model_version,
+                "metadata_props": dict(self.metadata_props),
+                "input_shapes": dict(self.input_shapes), "output_shapes": dict(self.output_shapes)}
+
+
 @dataclass
 class ModelSection:
     """Section ``model``."""
@@ -97,6 +161,8 @@ class ModelSection:
     source_producer: str = ""
     compile_report: dict = field(default_factory=dict)
     """Free-form: what the compiler did (shown by ``aircc inspect``, read by nothing)."""
+    onnx: OnnxRecord | None = None
+    """What the ONNX model said of itself; optional (None: the file does not say)."""
 
     @staticmethod
     def parse(payload: Any) -> "ModelSection":
@@ -120,12 +186,16 @@ class ModelSection:
             c.fail("source_producer", f"must be a str, got {describe(source)}")
         report = d.get("compile_report") or {}
         c.dict(report, "compile_report")
+        record = d.get("onnx")
+        if record is not None:
+            record = OnnxRecord.parse(c, record, {k: [s.name for s in v] for k, v in ios.items()})
         return ModelSection(name, mode, producer, dict(opsets), ios["inputs"], ios["outputs"],
-                            target, source, dict(report))
+                            target, source, dict(report), record)
 
     def to_payload(self) -> dict:
         return {"name": self.name, "mode": self.mode, "producer": self.producer,
                 "source_producer": self.source_producer, "opsets": dict(self.opsets),
                 "inputs": [i.to_payload() for i in self.inputs],
                 "outputs": [o.to_payload() for o in self.outputs],
-                "target": self.target.to_payload(), "compile_report": self.compile_report}
+                "target": self.target.to_payload(), "compile_report": self.compile_report,
+                **({} if self.onnx is None else {"onnx": self.onnx.to_payload()})}

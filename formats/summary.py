@@ -26,6 +26,8 @@ def summarize(om, kernel_source: KernelSource | None = None) -> dict:
         "weights": len(om.weights),
         "weights_bytes_stored": int(sum(w.nbytes for w in om.weights.values())),
     }
+    if model.get("onnx"):
+        out["onnx"] = model["onnx"]      # the ONNX model's own metadata and declared shapes
     tasks = om.sections.get("tasks")
     if tasks:
         lists = tasks["lists"]
@@ -118,6 +120,8 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
     """The summary as readable text."""
     lines = [f"model      {s['name']}  ({s['mode']} mode, produced by {s['producer']})",
              f"opsets     {', '.join(f'{k} {v}' for k, v in (s.get('opsets') or {}).items())}"]
+    if s.get("onnx"):
+        lines.append(f"onnx       {format_onnx_metadata(s['onnx'])}")
     t = s.get("target")
     if t:
         lines.append(f"target     {t['name']} (kernel backend {t['backend']}, vector class "
@@ -165,6 +169,23 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
             lines.append(f"  {b['name']:<40} offset {b['offset']:>12}  size {b['size']:>10}  "
                          f"tasks {b['first_task']}..{b['last_task']}")
     return "\n".join(lines)
+
+
+def format_onnx_metadata(m: dict) -> str:
+    """The ONNX model's metadata on one line: what is set of it."""
+    parts = [f"graph {m['graph_name']!r}"]
+    if m["producer_name"] or m["producer_version"]:
+        parts.append(f"producer {' '.join(filter(None, (m['producer_name'], m['producer_version'])))}")
+    if m["domain"]:
+        parts.append(f"domain {m['domain']}")
+    if m["model_version"] is not None:
+        parts.append(f"version {m['model_version']}")
+    if m["doc_string"]:
+        doc = m["doc_string"].splitlines()[0]
+        parts.append(f"doc {doc[:60]!r}{'...' if len(doc) > 60 else ''}")
+    if m["metadata_props"]:
+        parts.append("props " + ", ".join(f"{k}={v}" for k, v in sorted(m["metadata_props"].items())))
+    return "; ".join(parts)
 
 
 def format_kernels(kernels: list[dict], fallback: list[str]) -> list[str]:

@@ -21,6 +21,7 @@ from aircc.ops.registry import canonical_domain
 
 from ..ir.graph import Dim, Graph, Node, TensorType
 from .functions import expand_nodes, has_expanded_ops, known_types
+from .model_metadata import model_metadata
 
 #: Deprecated ops and the op with the same semantics that replaced them: (op, since).
 RENAMED_OPS = {"Scatter": ("ScatterElements", 11)}
@@ -263,4 +264,5 @@ def import_onnx(source, input_shapes: Mapping[str, Sequence[Dim]] | None = None,
     graph = importer.import_graph(model.graph, "main", input_shapes)
     graph.meta["model_name"] = name or model.graph.name or "model"
     graph.meta["producer"] = f"{model.producer_name} {model.producer_version}".strip()
+    graph.meta["onnx"] = model_metadata(model)      # the .om's model.onnx (its own metadata)
     return graph

@@ -10,7 +10,7 @@
 They run in a fresh folder holding ``samples/`` and the files the docs name: ``model.onnx``
 (the MLP sample, batch symbolic), ``model.om`` (it compiled for a batch of 4), ``x.npy``
 (a batch of 4), ``devices.json`` (two devices, the configuration ``AIR_DEVICE_CONFIG``
-names while the commands run).
+names while the commands run) and ``cache/`` (``AIRCC_CACHE_DIR``).
 """
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ def workspace(tmp_path_factory):
 
 def env(ws: Path) -> dict:
     return {**os.environ, "AIR_DEVICE_CONFIG": str(ws / "devices.json"),
+            "AIRCC_CACHE_DIR": str(ws / "cache"),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"),
                                                        os.environ.get("PYTHONPATH")]))}
 
