@@ -160,4 +160,12 @@ def markdown(results: dict) -> str:
         ld = results["load"]
         lines += ["", f"Loading a .om with {ld['weights_mb']} MB of weights: "
                       f"{1e3 * ld['load_s_median']:.0f} ms (median of 5)."]
+    if results.get("ray"):
+        ray = results["ray"]
+        lines += ["", f"### Batch inference on Ray ({ray['model']}, {ray['rows']} rows, batch "
+                      f"{ray['batch_size']}, {ray['actor_cpus']:g} CPU per actor)", "",
+                  "| actors | rows/s | rows/s once the actors ran | speed-up | seconds |",
+                  "| ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {r['actors']} | {r['rows_per_second']:.1f} | {r['rows_per_second_in_window']:.1f} "
+                  f"| {r['speedup_in_window']:.2f}x | {r['seconds']:.2f} |" for r in ray["results"]]
     return "\n".join(lines) + "\n"

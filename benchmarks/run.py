@@ -345,6 +345,9 @@ def main(argv=None) -> int:
                     help="CPUs of the device's stream workers, and of the host thread while it "
                          "times runs (default 'none': not pinned; a oneDNN target pinned to "
                          "fewer CPUs runs that many threads)")
+    ap.add_argument("--ray", action="store_true",
+                    help="also time batch inference on Ray (ray_throughput.py): rows/s with 1 "
+                         "and 2 actors")
     args = ap.parse_args(argv)
     suites = [s for s in args.suite.split(",") if s]
     if unknown := set(suites) - set(SUITES):
@@ -389,6 +392,13 @@ def main(argv=None) -> int:
         results["compile_growth_exponent"] = growth_exponents(results["compile_scaling"])
         results["load"] = load_time()
     os.makedirs(args.out, exist_ok=True)
+    if args.ray:
+        import ray_throughput
+
+        path = os.path.join(args.out, "ray.json")
+        ray_throughput.main(["--json", path])
+        with open(path) as f:
+            results["ray"] = json.load(f)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w") as f:
