@@ -5,7 +5,7 @@ After the runtime this project models (probe, check, map, activate):
 1. **Configuration.** ``$AIR_DEVICE_CONFIG`` names a JSON file that describes each
    virtual device (docs/runtime.md)::
 
-       {"probe_timeout_ms": 200,
+       {"probe_timeout_ms": 1000,
         "devices": [{"id": 0, "memory": "2G", "compute_units": 2, "cpus": "0-1",
                      "health": "ok", "response_ms": 1,
                      "pool": {"initial_bytes": 0, "growth_bytes": "2M", "reuse": true}}]}
@@ -44,7 +44,10 @@ from .caching_allocator import PoolOptions
 from .cpus import parse_cpus
 from .device import VirtualDevice
 
-DEFAULT_PROBE_TIMEOUT_MS = 200.0
+DEFAULT_PROBE_TIMEOUT_MS = 1000.0
+#: The host's own device (no configuration) simulates no delay: it is given long enough
+#: that a busy machine does not make it look dead.
+HOST_PROBE_TIMEOUT_MS = 30_000.0
 #: Bytes of the test pattern each device writes and reads back when probed.
 PROBE_PATTERN_BYTES = 4096
 HEALTHY_WORDS = ("ok", "healthy")
@@ -98,7 +101,8 @@ class DeviceInfo:
 def host_config() -> DeviceConfig:
     """One device sized from the host: ``$AIR_DEVICE_MEMORY``, ``$AIR_DEVICE_CPUS``."""
     s = settings()
-    return DeviceConfig((DeviceSpec(0, "dev0", s.device_memory, cpus=s.device_cpus),))
+    return DeviceConfig((DeviceSpec(0, "dev0", s.device_memory, cpus=s.device_cpus),),
+                        HOST_PROBE_TIMEOUT_MS)
 
 
 def load_config(source: str | os.PathLike | dict) -> DeviceConfig:
