@@ -43,7 +43,7 @@ class VirtualDevice(ProgramExecution):
     """A device with ``memory_bytes`` of real memory and in-order streams.
 
     ``cpus`` (a set of CPU numbers or a list like ``"0"`` / ``"0-1"``; default
-    ``$AIR_DEVICE_CPUS``, else the first ``aircc.set_threads`` CPUs when that is fewer
+    ``$AIR_DEVICE_CPUS``, else ``aircc.set_threads`` CPUs no other process claimed when that is fewer
     than the process may use, else unpinned): the host CPUs the device's stream workers
     run on.  Handing a task from one thread to another costs a wake-up, and on an idle CPU
     of a virtual machine that is tens of microseconds; a small model whose host thread

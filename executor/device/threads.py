@@ -15,12 +15,17 @@ number governs them all (:func:`threads`): ``aircc.set_threads(n)``, ``airrun
   :func:`generation` with the one it last applied;
 - the device's stream workers are pinned to ``n`` of the process's CPUs when ``n`` is
   fewer than it may use (and the device was not given CPUs of its own), so that the
-  pools they start stay within them.
+  pools they start stay within them.  Which ``n``: CPUs no other process has claimed,
+  so that two processes at ``--threads 1`` do not both pin to the first CPU (a claim is
+  an advisory lock on a file per CPU in the temporary folder, dropped by the kernel
+  when the process ends); when every CPU is claimed, the first ``n``.
 """
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
+import tempfile
 import threading
 
 from aircc.config import settings
@@ -97,11 +102,44 @@ def is_device_worker() -> bool:
 
 
 def worker_cpus() -> frozenset[int] | None:
-    """The CPUs a device's stream workers should run on: the first :func:`threads` of the
-    process's, or None (no pinning) when that is all of them."""
+    """The CPUs a device's stream workers should run on: :func:`threads` of the process's,
+    claimed ones first (see the module doc), or None (no pinning) when that is all of
+    them."""
     cpus = available_cpus()
     n = threads()
-    return None if n >= len(cpus) else frozenset(cpus[:n])
+    if n >= len(cpus):
+        return None
+    with _lock:
+        mine = [c for c in cpus if c in _claims]
+        for c in cpus:
+            if len(mine) >= n:
+                break
+            if c not in _claims and _claim(c):
+                mine.append(c)
+        if len(mine) < n:             # every CPU is claimed: share the first ones
+            mine += [c for c in cpus if c not in mine][:n - len(mine)]
+        return frozenset(sorted(mine)[:n])
+
+
+#: CPU -> the open file whose lock claims it for this process.
+_claims: dict[int, int] = {}
+
+
+def _claim(cpu: int) -> bool:
+    """Claim ``cpu`` for this process's device workers (False: another process has it,
+    or the claim file cannot be had)."""
+    path = os.path.join(tempfile.gettempdir(), f"aircc-cpu{cpu}.lock")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _claims[cpu] = fd
+    return True
 
 
 def _set_openblas(n: int) -> None:
