@@ -43,11 +43,11 @@ class VirtualDevice(ProgramExecution):
     """A device with ``memory_bytes`` of real memory and in-order streams.
 
     ``cpus`` (a set of CPU numbers or a list like ``"0"`` / ``"0-1"``; default
-    ``$AIR_DEVICE_CPUS``, else ``aircc.set_threads`` CPUs no other process claimed when that is fewer
-    than the process may use, else unpinned): the host CPUs the device's stream workers
-    run on.  Handing a task from one thread to another costs a wake-up, and on an idle CPU
-    of a virtual machine that is tens of microseconds; a small model whose host thread
-    shares the workers' CPU hands over in a few.  The BLAS pool is not pinned: GEMMs
+    ``$AIR_DEVICE_CPUS``, else ``aircc.set_threads`` CPUs no other process claimed when
+    that is fewer than the process may use, else unpinned): the host CPUs the device's
+    stream workers run on.  Handing a task from one thread to another costs a wake-up,
+    and on an idle CPU of a virtual machine that is tens of microseconds; a small model
+    whose host thread shares the workers' CPU hands over in a few.  The BLAS pool is not pinned: GEMMs
     still use every core.
 
     ``compute_units`` (default: as many as the CPUs its workers may use): how many of
