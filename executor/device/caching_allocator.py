@@ -23,7 +23,7 @@ import numpy as np
 from aircc.errors import DeviceError, DeviceOutOfMemoryError, StreamSyncTimeoutError
 
 from .memory import DeviceMemory
-from .stream import Event, Stream
+from .stream import Event, Signal, Stream
 
 BLOCK_ALIGN = 512
 
@@ -213,7 +213,7 @@ class CachingAllocator:
                 ev, gens = self._events.get(s) or self._events.setdefault(
                     s, (Event(next(self._event_ids)), itertools.count(1)))
                 gen = next(gens)
-                s.submit(lambda ev=ev, gen=gen: ev.record(gen))
+                s.submit(Signal(lambda ev=ev, gen=gen: ev.record(gen)))
                 pending[s] = (ev, gen)
             # the handle stays as the caller saw it; a fresh free block takes its place
             free = Block(block.offset, block.size, 0, block.stream, block._segment,

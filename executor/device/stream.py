@@ -38,10 +38,11 @@ MAX_FAULTS = 16
 IDLE_SECONDS = 0.25
 
 
-class _Marker:
-    """A task that only tells the host the stream got this far (``synchronize``): it
-    computes nothing, so it runs without a compute unit (a stream whose work is done
-    answers even while a stuck kernel holds every unit)."""
+class Signal:
+    """A task that only signals (tells the host the stream got this far, records an
+    event): it computes nothing, so it runs without a compute unit.  A stream whose work
+    is done answers even while a stuck kernel holds every unit, and a caching
+    allocator's events run as soon as the stream reaches them."""
 
     __slots__ = ("fn",)
 
@@ -169,7 +170,7 @@ class Stream:
                                              f"after {timeout} s")
             return
         done = threading.Event()
-        self.submit(_Marker(done.set))
+        self.submit(Signal(done.set))
         if not done.wait(timeout):
             raise StreamSyncTimeoutError(f"stream {self.id} did not drain within {timeout} s")
 
@@ -202,7 +203,16 @@ class Stream:
             if self._ending:
                 return
             self._ending = True
-        self.submit(None)                 # a parked stream's new worker takes it and ends
+            idle = self.parked and self._queue.empty()
+            if idle:                      # no worker and nothing queued: it ends here, with
+                self.parked = False       # no thread started just to end (none can start
+                then, self._on_end = self._on_end, []   # while the interpreter shuts down)
+                self.drained.set()
+        if idle:
+            for fn in then:
+                fn()
+            return
+        self.submit(None)                 # the worker takes it after the queued work and ends
 
     @property
     def alive(self) -> bool:
@@ -231,7 +241,7 @@ class Stream:
                 seq, task = item
                 if task is None:
                     return
-                if units is not None and not holder.holding and type(task) is not _Marker:
+                if units is not None and not holder.holding and type(task) is not Signal:
                     holder.seq = seq
                     units.acquire(holder)
                 self.running_since = time.monotonic()

@@ -11,6 +11,7 @@ import numpy as np
 
 from aircc.errors import AirccError, KernelError
 from aircc.faults import FaultKind, pick
+from aircc.executor.device.stream import Signal
 from aircc.formats.exec_graph import HostKernel
 
 from .host_values import host_result
@@ -122,8 +123,8 @@ class LaunchStage:
         e = kernel.event
         self.m.event_counts[e] += 1           # the host numbers every record it submits
         ev, gen = self.m.events[e], self.m.event_counts[e]
-        self._submit(kernel.stream, lambda: ev.record(gen), {"kind": "event_record", "event": e},
-                     (e, gen))
+        self._submit(kernel.stream, Signal(lambda: ev.record(gen)),
+                     {"kind": "event_record", "event": e}, (e, gen))
         if self.capture is not None:
             self.capture.append((kernel.stream, lambda run: run.record(ev, e),
                                  {"kind": "event_record", "event": e}))
