@@ -19,7 +19,7 @@ from .errors import EXIT_CODES_HELP, OneLineErrorCommand
 from .feeds import narrow_type_bits, random_inputs, read_inputs
 from .dataset_cmd import dataset_options
 from .paths import check_output_path, write_atomically
-from .shapes import parse_input_shapes
+from .shapes import parse_device_memory, parse_input_shapes
 from .reports import format_benchmark, format_devices, format_memory, format_stats, time_runs
 
 if TYPE_CHECKING:
@@ -39,15 +39,9 @@ def make_device(device_memory: str | None, device_cpus: str | None) -> VirtualDe
     """A device of the capacity and CPUs given on the command line (None: none given)."""
     if not (device_memory or device_cpus):
         return None
-    from aircc.config import parse_bytes
     from aircc.executor.device.device import VirtualDevice, check_cpus
 
-    memory = None
-    if device_memory:
-        try:
-            memory = parse_bytes(device_memory)
-        except ValueError as e:
-            raise CommandLineError(f"--device-memory: {e}") from None
+    memory = parse_device_memory(device_memory)
     if device_cpus is not None:
         try:
             check_cpus(device_cpus)

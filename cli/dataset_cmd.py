@@ -9,6 +9,8 @@ import click
 
 from aircc.errors import BatchFailedError, CommandLineError
 
+from .shapes import parse_device_memory
+
 #: ``--ray`` given without an address: Ray's own choice (``$RAY_ADDRESS``, a cluster
 #: started on this machine with ``ray start``, else a new local instance).
 LOCAL = "local"
@@ -72,13 +74,7 @@ def run_dataset_command(model: str, *, dataset: str | None, output_dir: str | No
         raise CommandLineError("--dataset runs every row of DIR; it cannot go with --input, "
                                "--random or --output")
     out = check_output_dir(output_dir)
-    memory = None
-    if device_memory:
-        from aircc.config import parse_bytes
-        try:
-            memory = parse_bytes(device_memory)
-        except ValueError as e:
-            raise CommandLineError(f"--device-memory: {e}") from None
+    memory = parse_device_memory(device_memory)
     from aircc.distributed import require_ray, run_dataset
     from aircc.distributed.io import list_shards
     from aircc.distributed.job import om_bytes

@@ -1,4 +1,5 @@
-"""Shapes given on a command line: ``--input-shape NAME:D1,D2,...``."""
+"""Shapes and sizes given on a command line: ``--input-shape NAME:D1,D2,...``,
+``--device-memory 2G``."""
 from __future__ import annotations
 
 from aircc.errors import CommandLineError
@@ -15,3 +16,15 @@ def parse_input_shapes(specs: tuple[str, ...]) -> dict[str, list]:
             shapes[name] = [int(d) if d.strip().lstrip("-").isdigit() else d.strip()
                             for d in dims.split(",") if d.strip()]
     return shapes
+
+
+def parse_device_memory(text: str | None) -> int | None:
+    """``--device-memory``: ``"2G"`` -> bytes (None when not given)."""
+    if not text:
+        return None
+    from aircc.config import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise CommandLineError(f"--device-memory: {e}") from None
