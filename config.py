@@ -13,6 +13,9 @@ its environment on purpose).  An invalid value raises
                                when ``AIRCC_TARGET`` is not set
 ``AIRCC_BLAS``                 ``numpy``: the numpy backend's GEMM with accumulate computes
                                with numpy alone instead of calling its CBLAS
+``AIRCC_WINOGRAD``             the oneDNN backend's Winograd convolutions at compile time:
+                               ``auto`` (default: where they pay), ``off``, ``2`` or ``4``
+                               (that tile wherever a conv qualifies)
 ``AIR_DEVICE_MEMORY``          capacity of a new virtual device (``512M``, ``8G``); default 8G
 ``AIR_DEVICE_CPUS``            CPUs a new device's stream workers run on (``0``, ``0-1``)
 ``AIR_RUNTIME_CORE_NUMBER``    dynamic models' host threads: 1 or 3 (default 3)
@@ -50,6 +53,7 @@ VARIABLES = {
     "AIRCC_TARGET": "default compile target",
     "AIRCC_VECTOR_CLASS": "older spelling of the target: avx2 or avx512 selects cpu-<class>",
     "AIRCC_BLAS": "numpy: GEMM with accumulate in numpy alone, not numpy's CBLAS",
+    "AIRCC_WINOGRAD": "oneDNN backend's Winograd convs: auto (default), off, 2 or 4",
     "AIR_DEVICE_MEMORY": "capacity of a new virtual device (default 8G)",
     "AIR_DEVICE_CPUS": "CPUs a new device's stream workers run on (default: not pinned)",
     "AIR_RUNTIME_CORE_NUMBER": "dynamic models' host threads, 1 or 3 (default 3)",
@@ -91,6 +95,8 @@ class Settings:
     target: str = "native"
     blas: str = "cblas"
     """``cblas`` (numpy's own CBLAS) or ``numpy``."""
+    winograd: str = "auto"
+    """The oneDNN backend's Winograd mode: ``auto``, ``off``, ``2`` or ``4``."""
     device_memory: int = DEFAULT_DEVICE_MEMORY
     device_cpus: str | None = None
     runtime_core_number: int = 3
@@ -149,6 +155,10 @@ def _read(env) -> Settings:
     blas = (env.get("AIRCC_BLAS") or "cblas").lower()
     if blas not in ("cblas", "numpy"):
         raise ConfigError(f"AIRCC_BLAS={env['AIRCC_BLAS']!r}: expected numpy or cblas (or unset)")
+    winograd = (env.get("AIRCC_WINOGRAD") or "auto").strip().lower()
+    if winograd not in ("auto", "off", "2", "4"):
+        raise ConfigError(f"AIRCC_WINOGRAD={env['AIRCC_WINOGRAD']!r}: expected auto, off, 2 or 4 "
+                          f"(or unset: auto)")
     memory = DEFAULT_DEVICE_MEMORY
     if env.get("AIR_DEVICE_MEMORY"):
         try:
@@ -200,7 +210,7 @@ def _read(env) -> Settings:
         raise ConfigError(f"AIR_LOG={env['AIR_LOG']!r}: expected debug, info, warning or error "
                           f"(or unset: no log)")
     cache_dir = _cache_dir(env.get("AIRCC_CACHE_DIR") or "")
-    return Settings(target=target or "native", blas=blas, device_memory=memory,
+    return Settings(target=target or "native", blas=blas, winograd=winograd, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
                     threads=threads, device_config=env.get("AIR_DEVICE_CONFIG") or None,

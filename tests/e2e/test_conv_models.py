@@ -142,3 +142,53 @@ def test_compiled_model_keeps_onnx_layout_and_matches_onnxruntime():
     with aircc.load(compiled.om) as loaded:
         got = loaded.run({"x": x})["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def _residual_net(batch):
+    """A ResNet-style block at 28 x 28 (F(4x4) on oneDNN: two 3x3 convs, the second with
+    the residual and Relu fused) and a 3x3 conv at 14 x 14 with 128 channels (F(2x2))."""
+    inits = [const("W1", rand(64, 64, 3, 3) * 0.06), const("B1", rand(64)),
+             const("W2", rand(64, 64, 3, 3) * 0.06), const("B2", rand(64)),
+             const("W3", rand(128, 64, 1, 1) * 0.1), const("W4", rand(128, 128, 3, 3) * 0.04),
+             const("B4", rand(128))]
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["a"], pads=[1, 1, 1, 1], name="c1"),
+             helper.make_node("Relu", ["a"], ["ar"], name="r1"),
+             helper.make_node("Conv", ["ar", "W2", "B2"], ["b"], pads=[1, 1, 1, 1], name="c2"),
+             helper.make_node("Add", ["b", "x"], ["s"], name="residual"),
+             helper.make_node("Relu", ["s"], ["sr"], name="r2"),
+             helper.make_node("MaxPool", ["sr"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "W3"], ["q"], name="c3"),
+             helper.make_node("Conv", ["q", "W4", "B4"], ["y"], pads=[1, 1, 1, 1], name="c4")]
+    return model(nodes, [tensor("x", [batch, 64, 28, 28])], [tensor("y", [batch, 128, 14, 14])],
+                 inits)
+
+
+@pytest.mark.skipif(kernel_backend("dnnl").unavailable_reason() is not None,
+                    reason="oneDNN is not installed")
+@pytest.mark.parametrize("batch", [2, "N"], ids=["static", "dynamic-batch"])
+def test_winograd_convs_on_onednn_match_onnxruntime(tmp_path, batch):
+    """The oneDNN backend runs the 3x3 convs of the shapes where it pays as Winograd
+    F(4x4) / F(2x2) (``inspect`` says which), static and with a batch known only at run
+    time, and the results equal onnxruntime's."""
+    from aircc.executor.kernels.dnnl_backend import winograd
+
+    if not winograd.available():
+        pytest.skip("the C transforms were not built")
+    m = _residual_net(batch)
+    path = tmp_path / "net.om"
+    aircc.compile(m, path)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    with aircc.load(path) as loaded:
+        for n in ([2] if batch == 2 else [1, 3, 1]):
+            x = rand(n, 64, 28, 28)
+            want = sess.run(None, {"x": x})[0]
+            got = loaded.run({"x": x})["y"]
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    if batch == 2:
+        from click.testing import CliRunner
+        from aircc.cli.aircc_cmd import main as aircc_cli
+
+        shown = CliRunner().invoke(aircc_cli, ["inspect", str(path)]).output
+        kinds = sorted(line.split("winograd ")[1][:9] for line in shown.splitlines()
+                       if "winograd F(" in line)
+        assert kinds == ["F(2x2, 3x", "F(4x4, 3x", "F(4x4, 3x"], shown

@@ -47,7 +47,8 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     work = tmp_path_factory.mktemp("wheel")
     src = work / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".git", "tests", "samples", "benchmarks", "*.egg-info", "__pycache__", "build", "dist"))
+        ".git", "tests", "samples", "benchmarks", "*.egg-info", "__pycache__", "build", "dist",
+        "*.so"))
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                         "-q", "-w", str(work / "dist"), str(src)],
                        capture_output=True, text=True, timeout=300)
@@ -56,11 +57,13 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def test_the_wheel_ships_py_typed_the_licence_and_the_session(wheel):
+def test_the_wheel_ships_py_typed_the_licence_the_session_and_the_c_transforms(wheel):
     names = set(wheel.namelist())
     assert {"aircc/py.typed", "aircc/__main__.py", "aircc/session/session.py",
             "aircc/session/io_binding.py", "aircc/session/options.py",
             "aircc/session/compile_cache.py"} <= names
+    built = [n for n in names if n.startswith("aircc/executor/kernels/dnnl_backend/winograd_transforms.")]
+    assert len(built) == 1 and built[0].endswith(".so"), built   # the C transforms, compiled
     dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     licence = wheel.read(f"{dist}/licenses/LICENSE").decode()
     assert "Copyright the aircc authors" in licence

@@ -24,7 +24,7 @@ from aircc.ops.defs.spatial import conv_transpose_geometry
 from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_geometry
 
-from . import DNNL
+from . import DNNL, winograd
 from .common import (NotForDnnl, act, activation_post_op, bind, cached_pd, dnnl_or_twin, storage,
                      type_md)
 
@@ -80,9 +80,12 @@ def _key(kind: str, types: list, attrs: dict) -> tuple:
 
 
 @DNNL.kernel("Conv", 1, channels_last=True)
+@winograd.offered
 @dnnl_or_twin("Conv", 1)
 class Conv:
-    """oneDNN convolution (direct), weights reordered at bind time, epilogue as post-ops."""
+    """oneDNN convolution (direct), weights reordered at bind time, epilogue as post-ops;
+    3x3 stride-1 convs of the shapes where it pays run in the Winograd mode instead
+    (:mod:`.winograd`)."""
 
     FUSED = ("fused_add", "fused_relu", "fused_activation")
 
