@@ -28,6 +28,8 @@ models, on a 2-vCPU AMD EPYC):
 - F(2x2) on outputs of 12 to 23 with at least 96 input and 128 output channels:
   0.72-0.96 (ResNet-50's 14 x 14 x 256 0.74-0.76, the same as F(4x4) there, and F(2x2)
   is 20 times more accurate);
+- not where its buffers V and Mo together would outgrow :data:`MAX_BUFFER_BYTES` (VGG-19's
+  224 x 224 x 64: 58 MB, 1.02; its 112 x 112 x 128, 29 MB: 0.70),
 - not at 7 x 7 and below (1.2-2.2: the batched products have too few rows to run near
   the GEMM rate), nor with fewer channels (DenseNet's 128 -> 32 at 14 x 14: 1.4-1.6,
   SqueezeNet's 16 -> 64 at 55 x 55: 1.4).
@@ -64,6 +66,9 @@ F4_MIN_CHANNELS = (64, 32)
 #: F(2x2): both output dims from this (up to F4's), and at least these channels.
 F2_MIN_OUTPUT = 12
 F2_MIN_CHANNELS = (96, 128)
+#: V and Mo together at most this many bytes: past the last-level cache (32 MiB here) the
+#: transforms' passes run at memory speed and the saved products no longer pay for them.
+MAX_BUFFER_BYTES = 40 << 20
 #: Epilogue attributes the output transform applies (anything else: the direct kernel).
 EPILOGUE = frozenset({"fused_add", "fused_relu"})
 
@@ -163,7 +168,10 @@ def choose(types: list, attrs: dict) -> Geometry | None:
         m = 2
     else:
         return None
-    return Geometry(x_shape, types[1].shape, out, pb, m)
+    g = Geometry(x_shape, types[1].shape, out, pb, m)
+    if setting == "auto" and g.a * g.a * g.tiles * (c + k) * 4 > MAX_BUFFER_BYTES:
+        return None
+    return g
 
 
 def _align(n: int) -> int:

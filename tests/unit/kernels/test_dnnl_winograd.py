@@ -97,6 +97,8 @@ def test_winograd_conv_matches_a_float64_direct_conv(aircc_env, n, h, w, c, k, p
     ((1, 14, 14, 256), {}, 2),
     ((1, 13, 13, 128), {}, 2),
     ((1, 13, 13, 96), {}, None),                      # F(2x2) wants 128 outputs
+    ((1, 112, 112, 128), {}, 4),
+    ((1, 224, 224, 64), {}, None),                    # its buffers outgrow the caches
     ((1, 7, 7, 512), {}, None),                       # too few tiles for the products
     ((1, 14, 14, 64), {}, None),                      # too few channels at 14 x 14
     ((1, 56, 56, 16), {}, None),                      # too few input channels
