@@ -74,9 +74,10 @@ EPILOGUE = frozenset({"fused_add", "fused_relu"})
 
 ALIGN = 64
 
-_INPUT_ARGS = [ctypes.c_void_p] + [ctypes.c_int] * 8 + [ctypes.c_void_p] * 2
-_OUTPUT_ARGS = ([ctypes.c_void_p] + [ctypes.c_int] * 6 + [ctypes.c_void_p] * 3 + [ctypes.c_int]
-                + [ctypes.c_void_p])
+_INPUT_ARGS = ([ctypes.c_void_p] + [ctypes.c_int] * 8 + [ctypes.c_void_p, ctypes.c_long,
+                                                        ctypes.c_void_p])
+_OUTPUT_ARGS = ([ctypes.c_void_p] + [ctypes.c_int] * 6 + [ctypes.c_long] + [ctypes.c_void_p] * 3
+                + [ctypes.c_int, ctypes.c_void_p])
 
 
 @functools.lru_cache(maxsize=None)
@@ -178,6 +179,14 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def _plane(floats: int) -> int:
+    """Floats from one plane of V or Mo to the next: whole cache lines, one line past a
+    multiple of 4 KiB (planes a multiple of the page apart put a tile's (m+2)^2 rows into
+    the same few cache sets)."""
+    lines = -(-floats // 16)
+    return (lines + (1 - lines) % 64) * 16
+
+
 class Plan:
     """The batched matmul of one geometry and where V, Mo and its scratchpad lie in the
     task's workspace."""
@@ -185,15 +194,16 @@ class Plan:
     def __init__(self, g: Geometry):
         self.g = g
         f, aa = np.float32, g.a * g.a
+        self.v_plane, self.mo_plane = _plane(g.tiles * g.c), _plane(g.tiles * g.k)
         self.matmul = cached_pd(
-            ("winograd-matmul", aa, g.tiles, g.c, g.k),
-            lambda: matmul(MemoryDesc.from_tag((aa, g.tiles, g.c), f, "abc"),
+            ("winograd-matmul", aa, g.tiles, g.c, g.k, self.v_plane, self.mo_plane),
+            lambda: matmul(MemoryDesc.from_strides((aa, g.tiles, g.c), f, (self.v_plane, g.c, 1)),
                            MemoryDesc.from_tag((aa, g.c, g.k), f, "abc"),
-                           MemoryDesc.from_tag((aa, g.tiles, g.k), f, "abc"),
+                           MemoryDesc.from_strides((aa, g.tiles, g.k), f, (self.mo_plane, g.k, 1)),
                            attr=Attr((), scratchpad="user")),
             2.0 * aa * g.tiles * g.c * g.k)
-        self.v_bytes = aa * g.tiles * g.c * 4
-        self.mo_bytes = aa * g.tiles * g.k * 4
+        self.v_bytes = aa * self.v_plane * 4
+        self.mo_bytes = aa * self.mo_plane * 4
         self.v_at, self.mo_at = 0, _align(self.v_bytes)
         self.scratch_at = self.mo_at + _align(self.mo_bytes)
         self.workspace = self.scratch_at + _align(self.matmul.scratchpad_size)
@@ -236,9 +246,8 @@ def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None):
     if ws.nbytes < plan.workspace or not all(
             a is None or a.flags.c_contiguous for a in (x, y, bias, residual)):
         return None
-    v = ws[plan.v_at:plan.v_at + plan.v_bytes].view(np.float32).reshape(g.a * g.a, g.tiles, g.c)
-    mo = ws[plan.mo_at:plan.mo_at + plan.mo_bytes].view(np.float32).reshape(
-        g.a * g.a, g.tiles, g.k)
+    v = ws[plan.v_at:plan.v_at + plan.v_bytes].view(np.float32)
+    mo = ws[plan.mo_at:plan.mo_at + plan.mo_bytes].view(np.float32)
     scratch = ws[plan.scratch_at:]
 
     def fill(out: np.ndarray) -> None:          # U = G w G^T as (a*a, C, K)
@@ -253,8 +262,8 @@ def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None):
     bt, at = _matrices32(m)
     fin, fout = fns[m]
     in_args = (x.ctypes.data, g.n, g.h, g.w, g.c, g.pt, g.pl, g.th, g.tw, bt.ctypes.data,
-               v.ctypes.data)
-    out_args = (mo.ctypes.data, g.n, g.ho, g.wo, g.k, g.th, g.tw, at.ctypes.data,
+               plan.v_plane, v.ctypes.data)
+    out_args = (mo.ctypes.data, g.n, g.ho, g.wo, g.k, g.th, g.tw, plan.mo_plane, at.ctypes.data,
                 None if bias is None else bias.ctypes.data,
                 None if residual is None else residual.ctypes.data,
                 1 if attrs.get("fused_relu") else 0, y.ctypes.data)

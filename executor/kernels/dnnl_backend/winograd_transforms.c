@@ -5,7 +5,10 @@
  *   input:  x (N, H, W, C)  ->  V (a*a, T, C)      V[f] = B^T d B per tile d (a x a)
  *   output: Mo (a*a, T, K)  ->  y (N, Ho, Wo, K)   y = A^T Mo A + bias (+ residual) (Relu)
  *
- * with a = m + 2 and T = N * th * tw tiles of m x m outputs.  The matrices come from the
+ * with a = m + 2 and T = N * th * tw tiles of m x m outputs.  The a*a planes of V and Mo
+ * lie ``v_plane`` / ``mo_plane`` floats apart (the caller pads them a cache line past a
+ * multiple of the page, so that a tile's a*a rows do not all fall into the same cache
+ * sets).  The matrices come from the
  * caller (B^T: a x a, A^T: m x a), so they are defined once, in Python.  Every loop runs
  * over a block of channels, contiguous in memory on both sides, which the compiler
  * vectorises; the tile's input lies outside the image where it reads zeros (the padding).
@@ -26,9 +29,8 @@
 #define INPUT_TRANSFORM(NAME, A, M)                                                         \
     CLONES void NAME(const float *restrict x, int n_img, int h_in, int w_in, int c_in,     \
                      int pad_top, int pad_left, int th, int tw, const float *restrict bt,  \
-                     float *restrict v)                                                     \
+                     long v_plane, float *restrict v)                                       \
     {                                                                                       \
-        const long tiles = (long)n_img * th * tw;                                           \
         float d[A][A][CB], t[A][A][CB];                                                     \
         for (int n = 0; n < n_img; n++)                                                     \
             for (int i = 0; i < th; i++)                                                    \
@@ -61,7 +63,7 @@
                             }                                                               \
                         for (int a = 0; a < A; a++)            /* columns: (B^T d) B */     \
                             for (int b = 0; b < A; b++) {                                   \
-                                float *dst = v + ((long)(a * A + b) * tiles + tile) * c_in + c0; \
+                                float *dst = v + (a * A + b) * v_plane + tile * c_in + c0;  \
                                 for (int c = 0; c < cb; c++) {                              \
                                     float s = 0.f;                                          \
                                     for (int k = 0; k < A; k++) s += t[a][k][c] * bt[b * A + k]; \
@@ -74,10 +76,10 @@
 
 #define OUTPUT_TRANSFORM(NAME, A, M)                                                        \
     CLONES void NAME(const float *restrict mo, int n_img, int h_out, int w_out, int k_out,  \
-                     int th, int tw, const float *restrict at, const float *restrict bias,  \
-                     const float *restrict residual, int relu, float *restrict y)          \
+                     int th, int tw, long mo_plane, const float *restrict at,              \
+                     const float *restrict bias, const float *restrict residual, int relu, \
+                     float *restrict y)                                                     \
     {                                                                                       \
-        const long tiles = (long)n_img * th * tw;                                           \
         float p[A][A][CB], s[M][A][CB];                                                     \
         for (int n = 0; n < n_img; n++)                                                     \
             for (int i = 0; i < th; i++)                                                    \
@@ -87,8 +89,7 @@
                         const int kb = k_out - k0 < CB ? k_out - k0 : CB;                   \
                         for (int a = 0; a < A; a++)                                         \
                             for (int b = 0; b < A; b++) {                                   \
-                                const float *src =                                          \
-                                    mo + ((long)(a * A + b) * tiles + tile) * k_out + k0;   \
+                                const float *src = mo + (a * A + b) * mo_plane + tile * k_out + k0; \
                                 for (int c = 0; c < kb; c++) p[a][b][c] = src[c];           \
                             }                                                               \
                         for (int r = 0; r < M; r++)            /* rows: A^T p */            \
