@@ -97,7 +97,20 @@ class Gather:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         x = ins[0]
-        np.take(x, ins[1], axis=axis_plain(attrs.get("axis", 0), x.ndim), out=outs[0])
+        gather(x, ins[1], outs[0], axis_plain(attrs.get("axis", 0), x.ndim))
+
+
+def gather(x: np.ndarray, idx: np.ndarray, out: np.ndarray, axis: int) -> None:
+    """``np.take`` into ``out``, negative indices counting from the end: bounds checked
+    first, then numpy's ``wrap`` mode (its ``raise`` mode with ``out`` goes through a
+    temporary copy: BERT's 1024 embedding rows 25 -> 7 us)."""
+    n = x.shape[axis]
+    if idx.size:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+    np.take(x, idx, axis=axis, out=out, mode="wrap")
 
 
 @NUMPY.kernel("GatherElements", 11)

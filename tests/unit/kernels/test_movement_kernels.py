@@ -81,6 +81,17 @@ def test_gather():
     check("GatherElements", [x, RNG.integers(-3, 3, size=(5, 4, 2))], {"axis": 2}, opset=13)
 
 
+@pytest.mark.parametrize("index", [5, -6])
+def test_gather_refuses_an_index_out_of_range_instead_of_wrapping_it(index):
+    from aircc.executor.kernels.movement import gather
+
+    x, out = rand(5, 3), np.zeros((2, 3), np.float32)
+    with pytest.raises(IndexError, match=f"index {index} is out of bounds for axis 0 with size 5"):
+        gather(x, np.array([0, index], np.int64), out, 0)
+    gather(x, np.array([4, -5], np.int64), out, 0)
+    np.testing.assert_array_equal(out, x[[4, 0]])
+
+
 def test_expand_tile():
     check("Expand", [rand(3, 1), np.array([2, 1, 4], np.int64)], opset=13)
     check("Expand", [rand(2, 3), np.array([3], np.int64)], opset=8)
