@@ -8,7 +8,9 @@
  * with a = m + 2 and T = N * th * tw tiles of m x m outputs.  The a*a planes of V and Mo
  * lie ``v_plane`` / ``mo_plane`` floats apart (the caller pads them a cache line past a
  * multiple of the page, so that a tile's a*a rows do not all fall into the same cache
- * sets).  The matrices come from the
+ * sets).  Tiles are shared out among ``threads`` OpenMP threads: the calling thread's
+ * team, the one libgomp keeps for the oneDNN primitives it runs (the same libgomp, loaded
+ * once), so no other pool starts and the team never idles between the steps.  The matrices come from the
  * caller (B^T: a x a, A^T: m x a), so they are defined once, in Python.  Every loop runs
  * over a block of channels, contiguous in memory on both sides, which the compiler
  * vectorises; the tile's input lies outside the image where it reads zeros (the padding).
@@ -29,12 +31,13 @@
 #define INPUT_TRANSFORM(NAME, A, M)                                                         \
     CLONES void NAME(const float *restrict x, int n_img, int h_in, int w_in, int c_in,     \
                      int pad_top, int pad_left, int th, int tw, const float *restrict bt,  \
-                     long v_plane, float *restrict v)                                       \
+                     long v_plane, float *restrict v, int threads)                          \
     {                                                                                       \
-        float d[A][A][CB], t[A][A][CB];                                                     \
+        _Pragma("omp parallel for collapse(3) schedule(static) num_threads(threads) if(threads > 1)") \
         for (int n = 0; n < n_img; n++)                                                     \
             for (int i = 0; i < th; i++)                                                    \
                 for (int j = 0; j < tw; j++) {                                              \
+                    float d[A][A][CB], t[A][A][CB];                                         \
                     const long tile = ((long)n * th + i) * tw + j;                          \
                     for (int c0 = 0; c0 < c_in; c0 += CB) {                                 \
                         const int cb = c_in - c0 < CB ? c_in - c0 : CB;                     \
@@ -78,12 +81,13 @@
     CLONES void NAME(const float *restrict mo, int n_img, int h_out, int w_out, int k_out,  \
                      int th, int tw, long mo_plane, const float *restrict at,              \
                      const float *restrict bias, const float *restrict residual, int relu, \
-                     float *restrict y)                                                     \
+                     float *restrict y, int threads)                                        \
     {                                                                                       \
-        float p[A][A][CB], s[M][A][CB];                                                     \
+        _Pragma("omp parallel for collapse(3) schedule(static) num_threads(threads) if(threads > 1)") \
         for (int n = 0; n < n_img; n++)                                                     \
             for (int i = 0; i < th; i++)                                                    \
                 for (int j = 0; j < tw; j++) {                                              \
+                    float p[A][A][CB], s[M][A][CB];                                         \
                     const long tile = ((long)n * th + i) * tw + j;                          \
                     for (int k0 = 0; k0 < k_out; k0 += CB) {                                \
                         const int kb = k_out - k0 < CB ? k_out - k0 : CB;                   \

@@ -181,3 +181,34 @@ def test_weights_in_a_strided_view_are_transformed_as_they_read(aircc_env):
     assert tiling["winograd"] == 4
     want = reference(x, wt, b, [1, 1, 1, 1])
     assert np.abs(y - want).max() / np.abs(want).max() < TOLERANCE[4]
+
+
+@needs_transforms
+def test_the_transforms_split_among_a_device_workers_team_give_the_same_result(aircc_env):
+    """In a device's stream worker the C transforms share their tiles out among the
+    matmul's OpenMP team (two threads here); each tile is computed the same way, so the
+    output equals the one-thread run's bit for bit."""
+    import threading
+
+    from aircc.executor.device.threads import mark_device_worker
+
+    aircc_env("AIRCC_WINOGRAD", "auto")
+    x, wt, b = f32(2, 28, 28, 64), f32(64, 64, 3, 3, scale=0.1), f32(64)
+    r = f32(2, 28, 28, 64)
+    attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], CHANNELS_LAST: 1, "fused_add": 1,
+             "fused_relu": 1}
+    one, tiling = conv([x, wt, b, r], attrs, (2, 28, 28, 64))
+    assert tiling["winograd"] == 4
+    team = {}
+
+    def in_worker():
+        mark_device_worker()
+        from aircc.executor.kernels.dnnl_backend.common import worker_cpus
+        team["cpus"] = worker_cpus()
+        team["y"], _ = conv([x, wt, b, r], attrs, (2, 28, 28, 64))
+
+    worker = threading.Thread(target=in_worker)
+    worker.start()
+    worker.join()
+    assert team["cpus"] >= 1
+    np.testing.assert_array_equal(team["y"], one)
