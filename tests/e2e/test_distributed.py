@@ -30,8 +30,10 @@ pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install '
 
 ROWS = 256
 BATCH = 32
-#: Seconds any one test may take (Ray's start-up is counted in the first).
-DEADLINE = 60
+#: Seconds any one test may take (Ray's start-up is counted in the first): a guard against a
+#: hang, not a timing; the killed-actor test once took over 60 s on a machine kept busy by
+#: another job (Ray's restart of the actor and its model's load share the two cores).
+DEADLINE = 150
 AIRRUN = [sys.executable, "-c", "from aircc.cli.airrun_cmd import main; main()"]
 
 
