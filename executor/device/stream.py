@@ -11,10 +11,16 @@ queue goes on).  A worker that waits longer than ``idle`` seconds for work ends 
 stream is *parked*), and the next :meth:`Stream.submit` starts a new one: a thread that
 ran oneDNN keeps an OpenMP team of its own for as long as it lives, and once the teams'
 threads outnumber the CPUs libgomp wakes every team the slow way (a loaded model that
-sat idle made another one's LSTM 3.4 -> 11.9 ms).  A worker stuck inside a task cannot be stopped (a thread cannot be
-killed): the device *retires* its stream instead (:meth:`Stream.retire`), so that the
-stuck task and everything queued behind it run to their end on the old thread, after
-which the thread ends, while a new stream takes the old one's place.
+sat idle made another one's LSTM 3.4 -> 11.9 ms).  Not sooner than :data:`IDLE_SECONDS`:
+a new worker forms a new team, and on a machine another process keeps busy the new
+threads run slow until the scheduler has placed them (ResNet-50 beside a spinning
+neighbour, run in blocks after another model's: 101 ms a block with workers parking
+after 0.25 s, 74 ms after 2 s, 74 ms never parking).
+
+A worker stuck inside a task cannot be stopped (a thread cannot be killed): the device
+*retires* its stream instead (:meth:`Stream.retire`), so that the stuck task and
+everything queued behind it run to their end on the old thread, after which the thread
+ends, while a new stream takes the old one's place.
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ _worker = threading.local()
 #: Errors a worker keeps from tasks that raised (the newest ones).
 MAX_FAULTS = 16
 #: Seconds a stream's worker waits for work before it ends (see the module doc).
-IDLE_SECONDS = 0.25
+IDLE_SECONDS = 2.0
 
 
 class Signal:
