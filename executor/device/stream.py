@@ -11,11 +11,12 @@ queue goes on).  A worker that waits longer than ``idle`` seconds for work ends 
 stream is *parked*), and the next :meth:`Stream.submit` starts a new one: a thread that
 ran oneDNN keeps an OpenMP team of its own for as long as it lives, and once the teams'
 threads outnumber the CPUs libgomp wakes every team the slow way (a loaded model that
-sat idle made another one's LSTM 3.4 -> 11.9 ms).  Not sooner than :data:`IDLE_SECONDS`:
-a new worker forms a new team, and on a machine another process keeps busy the new
-threads run slow until the scheduler has placed them (ResNet-50 beside a spinning
-neighbour, run in blocks after another model's: 101 ms a block with workers parking
-after 0.25 s, 74 ms after 2 s, 74 ms never parking).
+sat idle made another one's LSTM 3.4 -> 11.9 ms).  The price: a new worker forms a new
+team, and on a machine another process keeps busy its threads run slow until the
+scheduler has placed them (ResNet-50 beside a spinning neighbour, in blocks alternating
+with another model's: 101 ms a block parking after 0.25 s, 74 ms parking after 2 s).
+Parking after 2 s cost more where it counts: with a BERT-style model kept loaded, the
+benchmark's LSTM ran 14.2 ms instead of 3.6.
 
 A worker stuck inside a task cannot be stopped (a thread cannot be killed): the device
 *retires* its stream instead (:meth:`Stream.retire`), so that the stuck task and
@@ -41,7 +42,7 @@ _worker = threading.local()
 #: Errors a worker keeps from tasks that raised (the newest ones).
 MAX_FAULTS = 16
 #: Seconds a stream's worker waits for work before it ends (see the module doc).
-IDLE_SECONDS = 2.0
+IDLE_SECONDS = 0.25
 
 
 class Signal:

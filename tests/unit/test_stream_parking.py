@@ -81,7 +81,7 @@ a = aircc.load(aircc.compile(model()).om)
 base = count()
 a.run(x)                                  # its worker: a team of its own
 busy = count()
-time.sleep(IDLE_SECONDS * 1.5 + 0.5)      # idle: the worker parks, its team goes with it
+time.sleep(IDLE_SECONDS * 4)              # idle: the worker parks, its team goes with it
 idle = count()
 y = a.run(x)["y"]                         # and comes back for the next run
 from aircc.executor.device import threads
