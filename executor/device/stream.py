@@ -14,9 +14,12 @@ threads outnumber the CPUs libgomp wakes every team the slow way (a loaded model
 sat idle made another one's LSTM 3.4 -> 11.9 ms).  The price: a new worker forms a new
 team, and on a machine another process keeps busy its threads run slow until the
 scheduler has placed them (ResNet-50 beside a spinning neighbour, in blocks alternating
-with another model's: 101 ms a block parking after 0.25 s, 74 ms parking after 2 s).
-Parking after 2 s cost more where it counts: with a BERT-style model kept loaded, the
-benchmark's LSTM ran 14.2 ms instead of 3.6.
+with another model's: 101 ms a block parking after 0.25 s, 74 ms parking after 2 s).  So a
+worker whose team is the process's only one (:func:`~.threads.lone_team`: no other team
+it could wake the slow way) parks only after :data:`LONE_TEAM_IDLE_SECONDS`; every other
+one after ``idle``.  (Parking after 2 s whatever the other
+teams: with a BERT-style model kept loaded, the benchmark's LSTM ran 14.2 ms instead of
+3.6.)
 
 A worker stuck inside a task cannot be stopped (a thread cannot be killed): the device
 *retires* its stream instead (:meth:`Stream.retire`), so that the stuck task and
@@ -34,7 +37,7 @@ from typing import Callable, Collection
 
 from aircc.errors import StreamSyncTimeoutError
 from .compute_units import ComputeUnits, Holder
-from .threads import mark_device_worker
+from .threads import lone_team, mark_device_worker, team_gone
 
 #: The stream whose worker is the calling thread (its unit holder), for event waits.
 _worker = threading.local()
@@ -43,6 +46,8 @@ _worker = threading.local()
 MAX_FAULTS = 16
 #: Seconds a stream's worker waits for work before it ends (see the module doc).
 IDLE_SECONDS = 0.25
+#: ... and one whose OpenMP team is the process's only one, after this many.
+LONE_TEAM_IDLE_SECONDS = 30.0
 
 
 class Signal:
@@ -235,12 +240,17 @@ class Stream:
         units, holder = self.units, self.holder
         ended = True
         item = None
+        waited = 0.0
         try:
             while True:
                 if item is None:
                     try:
                         item = get(timeout=self.idle)
+                        waited = 0.0
                     except queue.Empty:
+                        waited += self.idle
+                        if waited < LONE_TEAM_IDLE_SECONDS and lone_team():
+                            continue              # no other team to wake the slow way
                         if self._park():
                             ended = False
                             return
@@ -270,6 +280,7 @@ class Stream:
                     else:
                         units.pass_or_keep(holder, item[0])
         finally:
+            team_gone()
             if units is not None and holder.holding:
                 units.release(holder)
             if ended:

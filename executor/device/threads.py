@@ -101,6 +101,31 @@ def is_device_worker() -> bool:
     return getattr(_local, "device_worker", False)
 
 
+#: Device workers that formed an OpenMP team of more than one thread (thread idents).
+_teams: set[int] = set()
+
+
+def team_formed() -> None:
+    """The calling device worker now keeps an OpenMP team (an OpenMP-based backend says so
+    when it first runs a kernel on more than one thread there)."""
+    ident = threading.get_ident()
+    if ident not in _teams:
+        with _lock:
+            _teams.add(ident)
+
+
+def team_gone() -> None:
+    """The calling thread's team, if it had one, ends with it (a worker that ends)."""
+    with _lock:
+        _teams.discard(threading.get_ident())
+
+
+def lone_team() -> bool:
+    """Is the calling thread's OpenMP team the only one in the process?"""
+    ident = threading.get_ident()
+    return ident in _teams and len(_teams) == 1
+
+
 def worker_cpus() -> frozenset[int] | None:
     """The CPUs a device's stream workers should run on: :func:`threads` of the process's,
     claimed ones first (see the module doc), or None (no pinning) when that is all of

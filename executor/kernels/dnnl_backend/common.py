@@ -248,6 +248,8 @@ def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
         if getattr(state, "team", None) != n:
             set_threads(n)
             state.team = n
+            if n > 1:
+                threads.team_formed()
         (bound if n == team else for_team(n))()
     run.bound = bound
     return run
