@@ -60,6 +60,7 @@ from aircc.executor.kernels.dnnl.attr import Attr
 from aircc.executor.kernels.dnnl.enums import Arg
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
 from aircc.executor.kernels.dnnl.ops import matmul
+from aircc.ops import TensorType
 from aircc.ops.defs.conv import OIHW, window_params
 from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_geometry
@@ -227,8 +228,7 @@ def tiling(types: list, attrs: dict, direct: dict) -> dict | None:
     if plan.matmul.is_reference:
         return None
     return {**direct, "winograd": g.m, "workspace": max(plan.workspace, direct["workspace"]),
-            "impl": f"winograd F({g.m}x{g.m}, 3x3) + {plan.matmul.impl}",
-            "direct_impl": direct.get("impl")}
+            "impl": f"winograd F({g.m}x{g.m}, 3x3) + {plan.matmul.impl}"}
 
 
 def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None):
@@ -238,8 +238,6 @@ def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None):
     m = tiling.get("winograd")
     if fns is None or m not in fns or not constant[1] or ws is None:
         return None
-    from aircc.ops import TensorType
-
     types = [None if a is None else TensorType.of(a) for a in ins]
     found = _geometry(types, attrs)
     if found is None:
