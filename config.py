@@ -26,6 +26,9 @@ its environment on purpose).  An invalid value raises
 ``AIRCC_FAULTS``               faults to inject (:mod:`aircc.faults`), e.g. ``hang@node=conv1``
 ``AIRCC_THREADS``              threads every pool aircc drives may use (default: the CPUs
                                this process may use)
+``AIRCC_SPIN_US``              microseconds a device worker spins for new work before it
+                               sleeps (default 100; the host spins for runs shorter than 5x
+                               that); 0: never spin (:mod:`aircc.executor.device.doorbell`)
 ``AIR_DEVICE_CONFIG``          a JSON file describing the virtual devices to discover
                                (docs/runtime.md); default one device sized from the host
 ``AIR_VISIBLE_DEVICES``        which configured devices this process sees, and in what
@@ -61,6 +64,7 @@ VARIABLES = {
     "AIRCC_RECOVERY": "default recovery policy, e.g. retries=1,device_lost=reset",
     "AIRCC_FAULTS": "faults to inject, e.g. hang@node=conv1,seconds=2;kernel_error@run=3",
     "AIRCC_THREADS": "threads every pool aircc drives may use (default: the CPUs available)",
+    "AIRCC_SPIN_US": "microseconds a device worker spins for work before it sleeps (default 100; 0: never)",
     "AIR_DEVICE_CONFIG": "JSON file describing the virtual devices (default: one, sized from the host)",
     "AIR_VISIBLE_DEVICES": "physical ids of the devices this process sees, in order, e.g. 2,0",
     "AIR_LOG": "log level printed on stderr: debug, info, warning or error (default: none)",
@@ -68,6 +72,7 @@ VARIABLES = {
 }
 
 DEFAULT_RUN_TIMEOUT = 600.0
+DEFAULT_SPIN_US = 100
 DEFAULT_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "aircc")
 
 
@@ -108,6 +113,8 @@ class Settings:
     """Faults to inject (parsed by :mod:`aircc.faults`)."""
     threads: int | None = None
     """Threads aircc's pools may use; None: the CPUs this process may use."""
+    spin_us: int = DEFAULT_SPIN_US
+    """Microseconds a device worker spins for work before it sleeps (0: it never spins)."""
     device_config: str | None = None
     """Path of the device configuration (JSON); None: one device sized from the host."""
     visible_devices: tuple[int, ...] | None = None
@@ -195,6 +202,13 @@ def _read(env) -> Settings:
             raise ConfigError(f"AIRCC_THREADS={env['AIRCC_THREADS']!r}: expected a whole number "
                               f">= 1 (or unset: the CPUs this process may use)")
         threads = int(raw)
+    spin = DEFAULT_SPIN_US
+    if env.get("AIRCC_SPIN_US"):
+        raw = env["AIRCC_SPIN_US"].strip()
+        if not raw.isdigit() or int(raw) > 100_000:
+            raise ConfigError(f"AIRCC_SPIN_US={env['AIRCC_SPIN_US']!r}: expected a whole number "
+                              f"of microseconds from 0 to 100000 (or unset: {DEFAULT_SPIN_US})")
+        spin = int(raw)
     visible = None
     if env.get("AIR_VISIBLE_DEVICES") is not None:
         raw = env["AIR_VISIBLE_DEVICES"].replace(" ", "")
@@ -213,7 +227,7 @@ def _read(env) -> Settings:
     return Settings(target=target or "native", blas=blas, winograd=winograd, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
-                    threads=threads, device_config=env.get("AIR_DEVICE_CONFIG") or None,
+                    threads=threads, spin_us=spin, device_config=env.get("AIR_DEVICE_CONFIG") or None,
                     visible_devices=visible, log=log, cache_dir=cache_dir)
 
 

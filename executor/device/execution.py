@@ -20,6 +20,8 @@ from aircc.errors import AirccError, DeviceLostError, DeviceOutOfMemoryError, Ke
     RunTimeoutError
 from aircc.faults import Fault, FaultKind, InjectedFault
 
+from . import threads
+from .doorbell import host_spin_ns
 from .health import DeviceState
 from .run import Cancelled, DeviceProgram, Run, Task
 from .stream import Event, worker_holder
@@ -74,8 +76,12 @@ class ProgramExecution:
             run = program.run = Run(len(program.lists))
             program.dispatch = lambda: self._dispatch(program, run)
         run.arm(feeds, results, faults_plan)
-        (program.streams[0] if program.lists else self._control).submit(program.dispatch)
         self.health.started()
+        stream = program.streams[0] if program.lists else self._control
+        stream.submit(program.dispatch, ring=False)    # finish() rings as it starts to wait
+        run.kick = stream.bell
+        run.parallel_calls = threads.parallel_calls
+        run.submitted = time.perf_counter()
         return run
 
     def finish(self, program: DeviceProgram, run: Run, timeout: float | None = None) -> None:
@@ -86,7 +92,8 @@ class ProgramExecution:
         after :data:`CANCEL_GRACE` (the run record is then abandoned to them: the
         program's owner must replace those streams before the program runs again)."""
         try:
-            if not run.wait_done(timeout):
+            spin = host_spin_ns(program.expected) if program.one_cpu else 0
+            if not run.wait_done(timeout, spin):
                 busy = sorted(run.stuck(), key=lambda i: not program.in_kernel(run, i))
                 where = [program.where(run, i) for i in busy]
                 error = RunTimeoutError(
@@ -96,6 +103,11 @@ class ProgramExecution:
                 run.fail(error, program.events)
                 if not run.wait_done(CANCEL_GRACE):
                     self.abandon(program, run, error)
+            took = time.perf_counter() - run.submitted
+            program.expected = took if program.expected is None else \
+                0.75 * program.expected + 0.25 * took
+            program.one_cpu = len(program.lists) <= 1 and threads.one_cpu_kernels() \
+                and threads.parallel_calls == run.parallel_calls
             if run.error is not None:
                 raise run.error
         finally:
@@ -123,7 +135,7 @@ class ProgramExecution:
         self.stats["model_executions"] += 1
         run.start(program.events)
         if not program.lists:
-            run.done.release()
+            run.release()
             return
         if run.faults is None and program.profile is None:
             walk = self._walk

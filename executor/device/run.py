@@ -5,7 +5,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .stream import Event, Stream
+from .doorbell import Bell
+from .stream import Event, Stream, current_stream
 
 #: A device task: called by a stream worker with the run it belongs to; a control
 #: task returns the index of the next task to run (None: the next one in the list).
@@ -20,22 +21,31 @@ class Run:
     """One model execution in flight on the device.
 
     The record is made once per program and re-armed for every execution: the
-    host only hands over the feeds and the result slots and takes the ``done``
-    lock (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
-    before any stream sees the run.  A run whose walk is stuck in a kernel is
+    host only hands over the feeds and the result slots and notes the count of the
+    ``done`` bell (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
+    before any stream sees the run, and the last stream to finish rings ``done``.  A run whose walk is stuck in a kernel is
     *abandoned* (:meth:`abandon`): its record stays with the stuck walk, which stops
     at its next task, and the program gets a new one.
     """
 
     __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled", "faults",
                  "base", "records", "waits", "at", "walking", "abandoned", "_lock",
-                 "_streams", "_released")
+                 "_streams", "_released", "_seen", "kick", "submitted", "parallel_calls")
 
     def __init__(self, streams: int):
         self.feeds: list = []
         self.results: list = []
         self._streams = self.pending = streams
-        self.done = threading.Lock()      # held from arm() until the last stream finishes
+        self.done = Bell()
+        """Rung when the run is over (its last stream finished, or it was abandoned)."""
+        self._seen = 0
+        self.kick: Bell | None = None
+        """A stream's bell the host rings as it starts to wait (:meth:`wait_done`): the
+        submission queued the run's first task without ringing."""
+        self.submitted = 0.0
+        """When the host submitted it (``time.perf_counter()``)."""
+        self.parallel_calls = 0
+        """:data:`~.threads.parallel_calls` then."""
         self.error: BaseException | None = None
         self.cancelled = False
         self.faults: dict | None = None
@@ -56,7 +66,7 @@ class Run:
     def arm(self, feeds: list, results: list, faults: dict | None = None) -> None:
         """Host side of a new execution: its feeds, its result slots, and ``done`` taken."""
         self.feeds, self.results, self.faults = feeds, results, faults
-        self.done.acquire()
+        self._seen = self.done.count
         self._released = False
 
     def start(self, events: list[Event]) -> None:
@@ -68,11 +78,21 @@ class Run:
         self.waits = [0] * len(events)
         self.walking = [True] * self._streams
 
-    def wait_done(self, timeout: float | None) -> bool:
-        if self.done.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
-            self.done.release()
-            return True
-        return False
+    def wait_done(self, timeout: float | None, spin_ns: int = 0) -> bool:
+        """Wait for the run to end (ringing :attr:`kick` first); spin up to ``spin_ns``
+        before sleeping; False after ``timeout`` seconds (None: no limit)."""
+        kick, self.kick = self.kick, None
+        return self.done.ring_wait(kick, self._seen, spin_ns,
+                                   -1 if timeout is None else int(max(0.0, timeout) * 1e9))
+
+    def release(self) -> None:
+        """The run is over: ring ``done`` (from a stream worker, as it starts to wait for
+        more work: :meth:`~.stream.Stream.ring_when_idle`)."""
+        stream = current_stream()
+        if stream is None:
+            self.done.ring()
+        else:
+            stream.ring_when_idle(self.done)
 
     def record(self, event: Event, e: int) -> None:
         """The n-th record of event e in this run marks generation base + n."""
@@ -101,7 +121,7 @@ class Run:
             if last:
                 self._released = True
         if last:
-            self.done.release()
+            self.release()
 
     def abandon(self) -> None:
         """Give up on the walks still going (the run must have failed): whoever waits for
@@ -111,7 +131,7 @@ class Run:
             release = not self._released
             self._released = True
         if release:
-            self.done.release()
+            self.done.ring()
 
     def stuck(self) -> list[int]:
         """The streams whose walk has not finished."""
@@ -134,6 +154,12 @@ class DeviceProgram:
     lock: threading.Lock = field(default_factory=threading.Lock)
     profile: "object | None" = None
     """A :class:`~aircc.executor.runtime.profiling.Profiler` recording each task, or None."""
+    expected: "float | None" = None
+    """How long a run takes, from submission to its end (seconds, a moving average; None
+    before the first): the host spins for a short one (:func:`~.doorbell.host_spin_ns`)..."""
+    one_cpu: bool = False
+    """... that used one CPU at a time (one stream, no kernel on a team of more threads;
+    else a spinning host would take a CPU the run wants)."""
 
     def in_kernel(self, run: Run, stream: int) -> bool:
         """Is ``stream``'s walk at a kernel task (rather than a wait or a copy)?"""

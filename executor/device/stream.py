@@ -1,6 +1,7 @@
 """Streams and events.
 
-A :class:`Stream` is an in-order queue drained by one device worker thread.
+A :class:`Stream` is an in-order queue drained by one device worker thread, which waits
+for work on the stream's doorbell (:mod:`.doorbell`: it spins a little before it sleeps).
 An :class:`Event` is recorded by one stream and waited on by others; a wait
 really blocks the waiting stream's worker until the record has run.  Events
 count generations, so a model can record the same event once per run without
@@ -28,15 +29,16 @@ ends, while a new stream takes the old one's place.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import os
-import queue
 import threading
 import time
 from typing import Callable, Collection
 
 from aircc.errors import StreamSyncTimeoutError
 from .compute_units import ComputeUnits, Holder
+from .doorbell import Bell, worker_spin_ns
 from .threads import lone_team, mark_device_worker, team_gone
 
 #: The stream whose worker is the calling thread (its unit holder), for event waits.
@@ -63,6 +65,11 @@ class Signal:
 
     def __call__(self) -> None:
         self.fn()
+
+
+def current_stream() -> "Stream | None":
+    """The stream whose worker is the calling thread (None on any other thread)."""
+    return getattr(_worker, "stream", None)
 
 
 def in_device_worker() -> bool:
@@ -134,7 +141,10 @@ class Stream:
         self.units = units
         self.holder = Holder(priority)
         self._order = order if order is not None else itertools.count()
-        self._queue: "queue.SimpleQueue[tuple[int, Callable[[], None] | None]]" = queue.SimpleQueue()
+        self._queue: "collections.deque[tuple[int, Callable[[], None] | None]]" = collections.deque()
+        self.bell = Bell()
+        """Rung for every task queued (:mod:`.doorbell`): the worker waits on it."""
+        self._ring_when_idle: Bell | None = None
         self.tasks_run = 0
         self.running: Callable[[], None] | None = None
         """The task the worker is inside now (None when it waits for work)."""
@@ -160,12 +170,23 @@ class Stream:
         worker.start()
         return worker
 
-    def submit(self, task: Callable[[], None]) -> None:
+    def submit(self, task: Callable[[], None], ring: bool = True) -> None:
         """Queue ``task``; it runs after everything queued before it on this stream (a parked
-        stream gets a new worker first)."""
-        self._queue.put((next(self._order), task))
+        stream gets a new worker first).  ``ring`` False: the caller rings :attr:`bell`
+        itself, e.g. in the ``ring_wait`` with which it waits for the task's result."""
+        self._queue.append((next(self._order), task))
+        if ring:
+            self.bell.ring()
         if self.parked:
             self._unpark()
+
+    def ring_when_idle(self, bell: Bell) -> None:
+        """Called from a task on this stream's worker: ring ``bell`` once the worker has
+        nothing left to run, as it starts to wait (its GIL released, so that the thread
+        woken does not sleep again on the GIL); at once if another bell was pending."""
+        pending, self._ring_when_idle = self._ring_when_idle, bell
+        if pending is not None:
+            pending.ring()
 
     def _unpark(self) -> None:
         with self._end_lock:
@@ -215,7 +236,7 @@ class Stream:
             if self._ending:
                 return
             self._ending = True
-            idle = self.parked and self._queue.empty()
+            idle = self.parked and not self._queue
             if idle:                      # no worker and nothing queued: it ends here, with
                 self.parked = False       # no thread started just to end (none can start
                 then, self._on_end = self._on_end, []   # while the interpreter shuts down)
@@ -236,18 +257,23 @@ class Stream:
         _worker.stream = self
         if self.cpus:
             os.sched_setaffinity(0, self.cpus)   # this thread only (checked by the device)
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        pop, bell = self._queue.popleft, self.bell
         units, holder = self.units, self.holder
+        idle_ns = -1 if self.idle is None else int(self.idle * 1e9)
         ended = True
         item = None
         waited = 0.0
         try:
             while True:
                 if item is None:
+                    seen = bell.count             # before the look: a later ring ends the wait
                     try:
-                        item = get(timeout=self.idle)
-                        waited = 0.0
-                    except queue.Empty:
+                        item = pop()
+                    except IndexError:
+                        ring, self._ring_when_idle = self._ring_when_idle, None
+                        if bell.ring_wait(ring, seen, worker_spin_ns(), idle_ns):
+                            waited = 0.0
+                            continue
                         waited += self.idle
                         if waited < LONE_TEAM_IDLE_SECONDS and lone_team():
                             continue              # no other team to wake the slow way
@@ -271,15 +297,22 @@ class Stream:
                 self.running = None
                 self.tasks_run += 1
                 try:
-                    item = get_nowait()
-                except queue.Empty:
+                    item = pop()
+                except IndexError:
                     item = None
+                else:
+                    if self._ring_when_idle is not None:   # not idle yet: ring now
+                        ring, self._ring_when_idle = self._ring_when_idle, None
+                        ring.ring()
                 if units is not None:
                     if item is None or item[1] is None:
                         units.release(holder)
                     else:
                         units.pass_or_keep(holder, item[0])
         finally:
+            ring, self._ring_when_idle = self._ring_when_idle, None
+            if ring is not None:
+                ring.ring()
             team_gone()
             if units is not None and holder.holding:
                 units.release(holder)
@@ -297,7 +330,7 @@ class Stream:
             if self._ending:
                 return False              # an end is coming: wait for it
             self.parked = True
-        if self._queue.empty():           # anything put from here on sees ``parked``
+        if not self._queue:               # anything put from here on sees ``parked``
             return True
         with self._end_lock:              # work came in between: keep it, unless a
             if self.parked:               # submit already started a new worker

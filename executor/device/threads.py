@@ -88,6 +88,17 @@ def openmp_in_use() -> None:
             _set_openblas(1)
 
 
+#: Kernel calls that ran on an OpenMP team of more than one thread so far, counted by an
+#: OpenMP-based backend (races may lose a count: it is only compared, before and after a
+#: run, to see whether the run used more than one CPU).
+parallel_calls = 0
+
+
+def one_cpu_kernels() -> bool:
+    """Do kernels outside an OpenMP backend (numpy's OpenBLAS) run on one thread?"""
+    return _openmp or threads() == 1
+
+
 _local = threading.local()
 
 

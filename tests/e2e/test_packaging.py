@@ -57,13 +57,15 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def test_the_wheel_ships_py_typed_the_licence_the_session_and_the_c_transforms(wheel):
+def test_the_wheel_ships_py_typed_the_licence_the_session_and_the_c_modules(wheel):
     names = set(wheel.namelist())
     assert {"aircc/py.typed", "aircc/__main__.py", "aircc/session/session.py",
             "aircc/session/io_binding.py", "aircc/session/options.py",
             "aircc/session/compile_cache.py"} <= names
-    built = [n for n in names if n.startswith("aircc/executor/kernels/dnnl_backend/winograd_transforms.")]
-    assert len(built) == 1 and built[0].endswith(".so"), built   # the C transforms, compiled
+    for module in ("aircc/executor/kernels/dnnl_backend/winograd_transforms.",
+                   "aircc/executor/device/doorbell_c."):      # the C modules, compiled
+        built = [n for n in names if n.startswith(module)]
+        assert len(built) == 1 and built[0].endswith(".so"), built
     dist = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
     licence = wheel.read(f"{dist}/licenses/LICENSE").decode()
     assert "Copyright the aircc authors" in licence

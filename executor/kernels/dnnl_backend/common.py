@@ -250,6 +250,8 @@ def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
             state.team = n
             if n > 1:
                 threads.team_formed()
+        if n > 1:
+            threads.parallel_calls += 1
         (bound if n == team else for_team(n))()
     run.bound = bound
     return run
