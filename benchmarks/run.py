@@ -242,11 +242,13 @@ def _timed(prepared: dict, sess, feeds, rounds, warmup, min_seconds: float = 0.0
     models = [prepared[t]["model"] for t in names]
     runs = [lambda m=m: m.run(feeds) for m in models] + [lambda: sess.run(None, feeds)]
     n = len(runs)
-    t = time.perf_counter()
-    for _ in range(warmup):
+    pair = 0.0                  # the fastest warm-up round: the first ones may record a
+    for k in range(warmup):     # dynamic model's replay and would shrink the blocks
+        t = time.perf_counter()
         for run in runs:
             run()
-    block = block_size((time.perf_counter() - t) / max(warmup, 1), rounds, min_seconds)
+        pair = time.perf_counter() - t if k == 0 else min(pair, time.perf_counter() - t)
+    block = block_size(pair, rounds, min_seconds)
     times: list[list[float]] = [[] for _ in runs]
     host: list[list[float]] = [[] for _ in models]
     ratios: list[list[float]] = [[] for _ in models]

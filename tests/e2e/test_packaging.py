@@ -63,6 +63,7 @@ def test_the_wheel_ships_py_typed_the_licence_the_session_and_the_c_modules(whee
             "aircc/session/io_binding.py", "aircc/session/options.py",
             "aircc/session/compile_cache.py"} <= names
     for module in ("aircc/executor/kernels/dnnl_backend/winograd_transforms.",
+                   "aircc/executor/kernels/dnnl_backend/attention_core.",
                    "aircc/executor/device/doorbell_c."):      # the C modules, compiled
         built = [n for n in names if n.startswith(module)]
         assert len(built) == 1 and built[0].endswith(".so"), built
