@@ -103,24 +103,28 @@ class VirtualDevice(ProgramExecution):
         operands stay bound as they are for many runs: the kernel's ``prepare`` then works
         out what it can once (without it, or when it declines, the kernel runs as is),
         keeping what it derives from weights in ``prepared`` (the model's
-        :class:`~aircc.executor.device.prepared.PreparedConstants`)."""
-        call = bound = None
+        :class:`~aircc.executor.device.prepared.PreparedConstants`).
+
+        The call takes an optional argument it ignores, so that it serves as a device
+        task itself (a task is called with its run), and returns None (a task that
+        returns a number is a jump)."""
+        bound = None
         if constant is not None and impl.prepare is not None:
             bound = impl.prepare(ins, outs, attrs, tiling, ws, constant, prepared=prepared)
-        if bound is not None:
-            def call():                  # a task returns None (a control task, a jump)
-                bound()
-        else:
+        if bound is None:
             kernel = impl.kernel
 
-            def call():
+            def bound():
                 kernel(ins, outs, attrs, tiling, ws)
         if engine == "cube":
-            cube, run = self.cube, call
+            cube = self.cube
 
-            def call():
+            def call(_run=None):
                 with cube:
-                    run()
+                    bound()
+        else:
+            def call(_run=None):
+                bound()
         return call
 
     @contextlib.contextmanager

@@ -58,7 +58,7 @@ class LaunchStage:
                     "bytes": sum(int(getattr(a, "nbytes", 0)) for a in ins + outs if a is not None)}
         self._submit(kernel.stream, task, desc)
         if self.capture is not None:
-            self.capture.append((kernel.stream, lambda run: call(), desc))
+            self.capture.append((kernel.stream, call, desc))   # a task: call(run) -> None
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])
 
@@ -81,7 +81,7 @@ class LaunchStage:
             return call
         fire = self.m.device.fire
 
-        def faulty():
+        def faulty(_run=None):
             fire(fault, node)
             call()
         return faulty

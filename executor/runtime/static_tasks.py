@@ -104,9 +104,8 @@ class TaskBinder:
             base = self.bases[task.workspace.region] + task.workspace.offset
             ws = self.device.memory.data[base:base + task.workspace.size]
         constant = [o is not None and o.region is Region.WEIGHTS for o in task.inputs]
-        call = self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
+        return self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
                                        tiling[task.tiling], ws, constant, self.prepared)
-        return lambda run: call()
 
     def _bind_h2d(self, task: CopyTask, tiling: list[dict], labels: dict):
         dst, b = self._view(task.operand), task.binding

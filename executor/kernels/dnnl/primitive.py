@@ -210,10 +210,11 @@ class Primitive:
 
 class Bound:
     """A primitive and its arguments, bound once: ``bound()`` executes it on the
-    calling thread's stream and waits for it."""
+    calling thread's stream.  On the CPU engine the execution is synchronous (oneDNN's
+    CPU stream's ``wait`` returns at once with the OpenMP runtime), so the call returns
+    when the primitive is done and no ``dnnl_stream_wait`` follows (0.2 us a call)."""
 
-    __slots__ = ("primitive", "memories", "threads", "_args", "_n", "_execute", "_wait",
-                 "_handle")
+    __slots__ = ("primitive", "memories", "threads", "_args", "_n", "_execute", "_handle")
 
     def __init__(self, primitive: Primitive, memories: Mapping[int, Memory],
                  threads: int | None = None):
@@ -225,7 +226,6 @@ class Bound:
             *[ExecArg(arg, m.handle.value) for arg, m in self.memories.items()])
         hot = lib().hot
         self._execute = hot["dnnl_primitive_execute"]
-        self._wait = hot["dnnl_stream_wait"]
         self._handle = primitive.handle
 
     def __call__(self) -> None:
@@ -236,9 +236,6 @@ class Bound:
         status = self._execute(self._handle, s, self._n, self._args)
         if status:
             raise error(status, "dnnl_primitive_execute", self.primitive.pd.what)
-        status = self._wait(s)
-        if status:
-            raise error(status, "dnnl_stream_wait", self.primitive.pd.what)
 
     def rebind(self, arg: int, target: np.ndarray | int) -> None:
         """Point argument ``arg`` at another buffer (about 1.5 us: for buffers that move

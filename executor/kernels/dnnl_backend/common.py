@@ -243,6 +243,15 @@ def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
             twin = smaller[n] = _bind_with_scratchpad(other, args, ws) if same else bound
         return twin
 
+    if team == 1:                       # a one-thread primitive: nothing to choose
+        def run():
+            if getattr(state, "team", None) != 1:
+                set_threads(1)
+                state.team = 1
+            bound()
+        run.bound = bound
+        return run
+
     def run():
         n = min(team, worker_cpus())
         if getattr(state, "team", None) != n:

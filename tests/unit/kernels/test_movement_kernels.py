@@ -92,6 +92,43 @@ def test_gather_refuses_an_index_out_of_range_instead_of_wrapping_it(index):
     np.testing.assert_array_equal(out, x[[4, 0]])
 
 
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("idx,axis", [(np.array(-1, np.int64), 1), (np.array(2, np.int64), 0),
+                                      (np.array([[0, -1], [3, 1]], np.int64), 1),
+                                      (np.array([4, 0, -5], np.int64), 0)])
+def test_a_bound_gather_matches_numpy_for_constant_and_changing_indices(constant, idx, axis):
+    from aircc.executor.kernels.movement import Gather
+
+    x = rand(5, 4, 3)
+    want = np.take(x, np.where(idx < 0, idx + x.shape[axis], idx), axis=axis)
+    out = np.zeros(want.shape, np.float32)
+    run = Gather.prepare([x, idx], [out], {"axis": axis}, {}, None, [False, constant])
+    run()
+    np.testing.assert_array_equal(out, want)
+    x += 1                                   # a bound input changes between runs
+    run()
+    np.testing.assert_array_equal(out, want + 1)
+
+
+@pytest.mark.parametrize("rows", [2, 20000])         # numpy's raise mode, and the check first
+def test_a_bound_gather_refuses_an_index_out_of_range_and_works_after(rows):
+    from aircc.executor.kernels.movement import Gather
+
+    x = rand(rows + 3, 3)
+    idx = np.zeros(rows, np.int64)
+    out = np.zeros((rows, 3), np.float32)
+    run = Gather.prepare([x, idx], [out], {}, {}, None, [False, False])
+    idx[-1] = rows + 3
+    with pytest.raises(IndexError, match=f"index {rows + 3} is out of bounds for axis 0 with size {rows + 3}"):
+        run()
+    idx[-1] = -(rows + 3)
+    run()
+    np.testing.assert_array_equal(out, x[idx])
+    const = np.array([0, rows + 3], np.int64)             # a constant out of range: the
+    assert Gather.prepare([x, const], [np.zeros((2, 3), np.float32)], {}, {}, None,
+                          [False, True]) is None          # kernel's check at each run
+
+
 def test_expand_tile():
     check("Expand", [rand(3, 1), np.array([2, 1, 4], np.int64)], opset=13)
     check("Expand", [rand(2, 3), np.array([3], np.int64)], opset=8)
