@@ -351,6 +351,7 @@ def test_a_model_on_two_devices_shares_no_memory(four_devices, mlp_builds):
         a, b = m.models
         assert a.device is not b.device and a.engine.prepared is not b.engine.prepared
         b.device.memory.data[b.engine.weights_base:b.engine.weights_base + 4096] = 0
+        b.engine.prepared.refill()       # what is derived from the weights (packed copies) too
         np.testing.assert_array_equal(a.run({"input": x[:2]})["probs"], want[:2])
         assert not np.array_equal(b.run({"input": x[2:]})["probs"], want[2:])
 

@@ -269,8 +269,9 @@ def bind(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
 def dnnl_or_twin(op: str, since: int, domain: str = ""):
     """Class decorator: give a kernel class whose ``plan(types, attrs)`` makes its
     primitive descriptor (raising :class:`NotForDnnl` or :class:`DnnlUnimplemented` for a
-    use it leaves to numpy) and whose ``bind_to(pd, ins, outs, attrs, ws, constant,
-    prepared)`` binds it, the ``tiling``, ``prepare`` and ``kernel`` hooks of the backend.
+    use it leaves to numpy; a ``pd.workspace`` it sets is the workspace to plan, when
+    ``bind_to`` may bind another primitive than ``pd``) and whose ``bind_to(pd, ins, outs,
+    attrs, ws, constant, prepared)`` binds it, the ``tiling``, ``prepare`` and ``kernel`` hooks of the backend.
     A ``fused_*`` attribute the class does not list in ``FUSED`` leaves the node to numpy."""
 
     def wrap(cls):
@@ -292,7 +293,8 @@ def dnnl_or_twin(op: str, since: int, domain: str = ""):
                 pd = plan(types, attrs)
             except (NotForDnnl, DnnlError) as e:
                 return twin_tiling(op, since, domain, types, attrs, target, str(e))
-            return {"backend": "dnnl", "workspace": pd.scratchpad_size, "impl": pd.impl}
+            return {"backend": "dnnl", "workspace": getattr(pd, "workspace", pd.scratchpad_size),
+                    "impl": pd.impl}
 
         def prepare(ins, outs, attrs, tiling, ws, constant, prepared=None):
             if tiling.get("backend") == "dnnl":

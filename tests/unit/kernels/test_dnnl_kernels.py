@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from aircc.executor.kernels.dnnl.enums import Arg
 from aircc.ops import TensorType, kernel_backend, layout, resolve_target
 from aircc.ops.layout import CHANNELS_LAST, to_last
 
@@ -131,6 +132,59 @@ def test_gemm_with_alpha_and_a_broadcast_c(trans_a, trans_b):
     a = f32(6, 4) if trans_a else f32(4, 6)
     b = f32(5, 6) if trans_b else f32(6, 5)
     same("Gemm", [a, b, f32(5)], {"transA": trans_a, "transB": trans_b, "alpha": 0.5}, [(4, 5)])
+
+
+@pytest.mark.parametrize("op,a,b,attrs,out", [
+    ("Gemm", (1, 96), (80, 96), {"transB": 1}, (1, 80)),            # a torch Linear at batch 1
+    ("Gemm", (7, 96), (96, 80), {"alpha": 0.5}, (7, 80)),
+    ("MatMul", (2, 16, 64), (64, 48), {"fused_relu": 1}, (2, 16, 48)),
+    ("MatMul", (1, 576), (576, 256), {}, (1, 256))])
+def test_a_constant_weight_matrix_is_packed_once_and_a_changing_one_read_as_it_lies(op, a, b, attrs,
+                                                                                   out):
+    from aircc.executor.kernels.dnnl_backend import matmul
+
+    ins = [f32(*a), f32(*b)] + ([f32(out[-1])] if op == "Gemm" else [])
+    want, _ = run(NUMPY, op, ins, attrs, [out])
+    impl = layout.adapt_kernel(DNNL.impl(op, 13), attrs)
+    tiling = impl.tile([TensorType.of(x) for x in ins], attrs, TARGET)
+    views = matmul._gemm_views(ins[0], ins[1], attrs) if op == "Gemm" else None
+    pd = (matmul.Gemm if op == "Gemm" else matmul.MatMul).plan([TensorType.of(x) for x in ins], attrs)
+    assert pd.packed is not None and tiling["workspace"] >= max(pd.scratchpad_size,
+                                                                pd.packed.scratchpad_size)
+    for constant in (True, False):
+        ws = np.zeros(max(1, tiling["workspace"]), np.uint8)
+        y = np.full(out, np.nan, np.float32)
+        flags = [False, constant] + [False] * (len(ins) - 2)
+        call = impl.prepare(ins, [y], attrs, tiling, ws, flags, prepared=None)
+        call()
+        np.testing.assert_allclose(y, want[0], rtol=1e-4, atol=1e-5)
+        bound_weights = call.bound.memories[int(Arg.weights)]
+        b_view = views[1] if views else ins[1]
+        packs = constant and not b_view.flags.c_contiguous          # a transposed weight
+        assert (bound_weights.ptr == b_view.ctypes.data) != packs
+    ins[0][...] += 1                                    # the activations change: the same call
+    want, _ = run(NUMPY, op, ins, attrs, [out])         # reads them again
+    call()
+    np.testing.assert_allclose(y, want[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_device_without_room_for_the_packed_weights_reads_them_as_they_lie():
+    from aircc.executor.device.memory import DeviceMemory
+    from aircc.executor.device.prepared import PreparedConstants
+
+    ins, attrs = [f32(1, 96), f32(80, 96), f32(80)], {"transB": 1}
+    want, _ = run(NUMPY, "Gemm", ins, attrs, [(1, 80)])
+    impl = DNNL.impl("Gemm", 13)
+    tiling = impl.tile([TensorType.of(x) for x in ins], attrs, TARGET)
+    for capacity, packs in ((1 << 20, True), (4096, False)):    # the copy takes 30 KiB
+        store = PreparedConstants(DeviceMemory(capacity), "m")
+        y = np.full((1, 80), np.nan, np.float32)
+        call = impl.prepare(ins, [y], attrs, tiling, np.zeros(tiling["workspace"], np.uint8),
+                            [False, True, True], prepared=store)
+        call()
+        np.testing.assert_allclose(y, want[0], rtol=1e-4, atol=1e-5)
+        assert (call.bound.memories[int(Arg.weights)].ptr != ins[1].ctypes.data) == packs
+        assert (store.nbytes > 0) == packs
 
 
 def test_layer_norm_and_softmax_with_a_fused_residual():
