@@ -26,6 +26,8 @@ its environment on purpose).  An invalid value raises
 ``AIRCC_FAULTS``               faults to inject (:mod:`aircc.faults`), e.g. ``hang@node=conv1``
 ``AIRCC_THREADS``              threads every pool aircc drives may use (default: the CPUs
                                this process may use)
+``AIRCC_ADAPT_THREADS``        ``1`` (default): oneDNN's OpenMP teams shrink while other
+                               processes keep CPUs busy; ``0``: always the full count
 ``AIRCC_SPIN_US``              microseconds a device worker spins for new work before it
                                sleeps (default 100; the host spins for runs shorter than 5x
                                that); 0: never spin (:mod:`aircc.executor.device.doorbell`)
@@ -64,6 +66,7 @@ VARIABLES = {
     "AIRCC_RECOVERY": "default recovery policy, e.g. retries=1,device_lost=reset",
     "AIRCC_FAULTS": "faults to inject, e.g. hang@node=conv1,seconds=2;kernel_error@run=3",
     "AIRCC_THREADS": "threads every pool aircc drives may use (default: the CPUs available)",
+    "AIRCC_ADAPT_THREADS": "1 (default): OpenMP teams shrink while other processes keep CPUs busy; 0: never",
     "AIRCC_SPIN_US": "microseconds a device worker spins for work before it sleeps (default 100; 0: never)",
     "AIR_DEVICE_CONFIG": "JSON file describing the virtual devices (default: one, sized from the host)",
     "AIR_VISIBLE_DEVICES": "physical ids of the devices this process sees, in order, e.g. 2,0",
@@ -113,6 +116,8 @@ class Settings:
     """Faults to inject (parsed by :mod:`aircc.faults`)."""
     threads: int | None = None
     """Threads aircc's pools may use; None: the CPUs this process may use."""
+    adapt_threads: bool = True
+    """Shrink OpenMP teams to the CPUs other processes leave free."""
     spin_us: int = DEFAULT_SPIN_US
     """Microseconds a device worker spins for work before it sleeps (0: it never spins)."""
     device_config: str | None = None
@@ -202,6 +207,10 @@ def _read(env) -> Settings:
             raise ConfigError(f"AIRCC_THREADS={env['AIRCC_THREADS']!r}: expected a whole number "
                               f">= 1 (or unset: the CPUs this process may use)")
         threads = int(raw)
+    adapt = (env.get("AIRCC_ADAPT_THREADS") or "1").strip()
+    if adapt not in ("0", "1"):
+        raise ConfigError(f"AIRCC_ADAPT_THREADS={env['AIRCC_ADAPT_THREADS']!r}: expected 1 "
+                          f"(teams shrink while other processes keep CPUs busy) or 0 (or unset: 1)")
     spin = DEFAULT_SPIN_US
     if env.get("AIRCC_SPIN_US"):
         raw = env["AIRCC_SPIN_US"].strip()
@@ -227,7 +236,7 @@ def _read(env) -> Settings:
     return Settings(target=target or "native", blas=blas, winograd=winograd, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
-                    threads=threads, spin_us=spin, device_config=env.get("AIR_DEVICE_CONFIG") or None,
+                    threads=threads, adapt_threads=adapt == "1", spin_us=spin, device_config=env.get("AIR_DEVICE_CONFIG") or None,
                     visible_devices=visible, log=log, cache_dir=cache_dir)
 
 

@@ -10,7 +10,8 @@ Why spin.  On a virtual machine a thread woken from another CPU after it went to
 costs about 25 us (the idle vCPU halted; waking it goes through the hypervisor), against
 about 1 us for a thread still spinning.  A BERT-style encoder at batch 1 and 16 tokens
 runs some 160 us of kernels, and paid that twice per inference: host to worker, worker
-back to host (2 x 25 us measured; ``tools/doorbell_bench.py``).  So:
+back to host (``python tools/doorbell_bench.py``: a round trip of 47-53 us on a queue and
+an event, 0.6-6.5 us on spinning doorbells).  So:
 
 - a stream worker whose queue ran dry spins :func:`worker_spin_ns` (``AIRCC_SPIN_US``,
   default 100 us) before it sleeps: the next run of a model called in a loop finds it

@@ -4,7 +4,6 @@ behaves the same, and the spin policy follows ``AIRCC_SPIN_US``, the thread coun
 program (the host spins only for short runs that use one CPU)."""
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -13,7 +12,6 @@ import time
 import numpy as np
 import pytest
 
-from aircc import config
 from aircc.errors import ConfigError
 from aircc.executor.device import doorbell, threads
 from aircc.executor.device.stream import Stream
@@ -172,22 +170,10 @@ def test_a_bell_given_to_ring_when_idle_rings_once_the_queue_is_empty():
         s.close(2)
 
 
-@pytest.fixture
-def spin_setting():
-    before = os.environ.get("AIRCC_SPIN_US")
-    yield
-    if before is None:
-        os.environ.pop("AIRCC_SPIN_US", None)
-    else:
-        os.environ["AIRCC_SPIN_US"] = before
-    config.reload()
-
-
-def test_the_spin_follows_aircc_spin_us_and_the_thread_count(spin_setting):
+def test_the_spin_follows_aircc_spin_us_and_the_thread_count(aircc_env):
     if doorbell.NativeBell is None or len(threads.available_cpus()) < 2:
         pytest.skip("spinning needs the C bell and two CPUs")
-    os.environ["AIRCC_SPIN_US"] = "40"
-    config.reload()
+    aircc_env("AIRCC_SPIN_US", "40")
     before = threads.threads()
     try:
         threads.set_threads(len(threads.available_cpus()))
@@ -200,18 +186,18 @@ def test_the_spin_follows_aircc_spin_us_and_the_thread_count(spin_setting):
         assert doorbell.worker_spin_ns() == 0 and doorbell.host_spin_ns(50e-6) == 0
     finally:
         threads.set_threads(before)
-    os.environ["AIRCC_SPIN_US"] = "0"
-    config.reload()
+    aircc_env("AIRCC_SPIN_US", "0")
     assert doorbell.worker_spin_ns() == 0 and doorbell.host_spin_ns(10e-6) == 0
     for bad in ("-5", "ten", "1e9", "200000"):
-        os.environ["AIRCC_SPIN_US"] = bad
         with pytest.raises(ConfigError, match="AIRCC_SPIN_US"):
-            config.reload()
+            aircc_env("AIRCC_SPIN_US", bad)
 
 
-def test_the_host_spins_only_for_programs_that_used_one_cpu():
+def test_the_host_spins_only_for_programs_that_used_one_cpu(aircc_env):
     """A one-stream program of small kernels counts as one CPU; one that ran a kernel on
     an OpenMP team of two, or that has two streams, does not."""
+    aircc_env("AIRCC_ADAPT_THREADS", "0")              # full teams whatever else runs
+
     from onnx import TensorProto, helper, numpy_helper
 
     import aircc

@@ -195,9 +195,10 @@ _tls = threading.local()
 
 
 def worker_cpus() -> int:
-    """How large the calling thread's OpenMP team may be: the CPUs it may run on (a
-    stream worker of a pinned device may have fewer than the process) in a device's
-    stream worker, one anywhere else.  libgomp keeps a team per thread that ever ran a
+    """How large the calling thread's OpenMP team may be: in a device's stream worker,
+    the CPUs it may run on (a stream worker of a pinned device may have fewer than the
+    process) less those other processes keep busy (:func:`~aircc.executor.device.threads.
+    usable_cpus`); one anywhere else.  libgomp keeps a team per thread that ever ran a
     parallel region; once its threads outnumber the CPUs, every team waits the throttled
     way (a futex wake per region: SqueezeNet 4.0 -> 5.2 ms).  So constant folding, a
     loading thread, a test or a profiler calling kernels directly never forms a team."""
@@ -210,7 +211,7 @@ def worker_cpus() -> int:
         else:
             n = threads.threads()
         _tls.cpus = n
-    return n
+    return n if n == 1 else min(n, threads.usable_cpus())
 
 
 def _bind_with_scratchpad(pd: PrimitiveDesc, args: dict, ws: Optional[np.ndarray]):
