@@ -73,18 +73,18 @@ class PyBell:
 Bell = NativeBell if NativeBell is not None else PyBell
 """The bell type in use: the C one where it was built."""
 
-_spin: tuple = (None, None, 0)
+_spin: tuple = (None, None, 0)       # (thread-count generation, the settings, ns)
 
 
 def worker_spin_ns() -> int:
     """How long a stream worker spins for new work before it sleeps (ns): ``AIRCC_SPIN_US``
     microseconds, or 0 with the C bell missing or one thread allowed."""
     global _spin
-    key = (threads.generation(), id(settings()))
-    if _spin[0] != key:
-        spin = settings().spin_us * 1000 if NativeBell is not None and threads.threads() > 1 else 0
-        _spin = (key, spin)
-    return _spin[1]
+    generation, current = threads.generation(), settings()
+    if _spin[0] != generation or _spin[1] is not current:    # the count or the settings changed
+        spin = current.spin_us * 1000 if NativeBell is not None and threads.threads() > 1 else 0
+        _spin = (threads.generation(), current, spin)
+    return _spin[2]
 
 
 def host_spin_ns(expected_seconds: float | None) -> int:
