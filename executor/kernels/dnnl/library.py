@@ -16,7 +16,8 @@ thread's* count: a thread that creates or executes primitives calls it itself, w
 the same count for both (most implementations split their work when the primitive
 descriptor is made, and the primitive cache keys on the count).  So create under
 ``with using_threads(n):`` and bind with ``threads=n`` (the :class:`~.primitive.Bound`
-then sets the executing thread's count when it differs).  A thread that never sets it
+then sets the executing thread's count when it differs); the primitive itself is made
+under the count its descriptor was made under, wherever it is bound.  A thread that never sets it
 gets libgomp's default (``OMP_NUM_THREADS`` or the number of CPUs).  Even a 16-element
 eltwise opens a parallel region: about 7 us with 2 threads against 1.4 us with 1.
 

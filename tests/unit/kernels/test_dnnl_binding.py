@@ -468,6 +468,55 @@ def test_bound_checks_arguments_rebinds_and_runs_on_any_thread():
     assert np.array_equal(y, np.maximum(x2, 0)) and "eltwise" in repr(bound)
 
 
+TEAM_OF_ONE = """
+import os, threading, numpy as np
+from aircc.executor.kernels.dnnl import library, ops
+from aircc.executor.kernels.dnnl.enums import Arg
+from aircc.executor.kernels.dnnl.memory import MemoryDesc
+
+def conv():
+    md = lambda shape, tag="any": MemoryDesc.from_tag(shape, np.float32, tag)
+    return ops.convolution(md((1, 64, 56, 56), "nhwc"), md((64, 64, 3, 3)),
+                           md((1, 64, 56, 56), "nhwc"), pads_begin=(1, 1), pads_end=(1, 1))
+
+def args(pd):
+    x = np.ones((1, 56, 56, 64), np.float32).transpose(0, 3, 1, 2)
+    w = np.full(pd.weights_md().size // 4, 0.01, np.float32)
+    return {Arg.src: x, Arg.weights: w, Arg.dst: np.empty_like(x)}
+
+with library.using_threads(2):
+    for_two = conv()
+library.set_threads(1)
+for_two.bind(args(for_two))      # made where the count is 1, as a loading thread does
+seen = {}
+
+def worker():
+    library.set_threads(1)
+    with library.using_threads(1):
+        for_one = conv()
+    run = for_one.bind(args(for_one), threads=1)
+    before = len(os.listdir("/proc/self/task"))
+    run()
+    seen.update(made=getattr(for_one, "threads", None), other=getattr(for_two, "threads", None),
+                new_threads=len(os.listdir("/proc/self/task")) - before)
+
+t = threading.Thread(target=worker)
+t.start(), t.join()
+print(seen["made"], seen["other"], seen["new_threads"])
+"""
+
+
+def test_a_primitive_is_made_under_the_count_its_descriptor_was_made_for():
+    """oneDNN's primitive cache keys a primitive on the OpenMP count in force when it is
+    made: a two-thread descriptor bound where the count is one must not hand its
+    two-thread primitive to a one-thread descriptor made later (which would form a team
+    of two: a new libgomp thread)."""
+    out = subprocess.run([sys.executable, "-c", TEAM_OF_ONE], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "2", "0"], out.stdout
+
+
 @pytest.mark.parametrize("env,set_by", [({}, "aircc"), ({"OMP_WAIT_POLICY": "PASSIVE"}, "user")])
 def test_the_spin_policy_is_set_before_libgomp_loads_unless_the_user_chose(env, set_by):
     code = ("import os; from aircc.executor.kernels.dnnl import library as L; L.lib(); "
