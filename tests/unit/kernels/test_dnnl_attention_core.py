@@ -1,8 +1,9 @@
-"""The C attention core of the oneDNN backend (attention_core.c): where the tiling picks
-it, that it matches the numpy kernel and oneDNN's three primitives on every geometry and
-mask the op allows (keys and head sizes off its vector width included), its NaN and
--inf rows with and without the guard, that a .om that chose it runs the primitives where
-the module is missing, and that its threads do not change a bit of the result."""
+"""The C attention core of the oneDNN backend (attention_core.c) and its softmax step:
+where the tiling picks the core, that the core, the C softmax between oneDNN's matmuls
+and oneDNN's own four primitives match the numpy kernel on every geometry and mask the op
+allows (keys and head sizes off the vector width included), their NaN and -inf rows with
+and without the guard, that a .om that chose the core runs the primitives where the
+module is missing, and that threads do not change a bit of the result."""
 from __future__ import annotations
 
 import threading
@@ -50,7 +51,7 @@ def _case(b, s, h, d, mask, seq_in=0, seq_out=0, base2=1, scale=0.3):
     e = h * d
     x = f32(s, b, e) if seq_in else f32(b, s, e)
     shapes = {None: None, "per-key": (b, 1, 1, s), "per-query-and-key": (s, s),
-              "per-head": (b, h, s, s)}
+              "per-head": (b, h, s, s), "per-query": (b, 1, s, 1)}
     ins = [x, f32(e, 3 * e) * scale, f32(3 * e)]
     if shapes[mask]:
         ins.append(np.where(f32(*shapes[mask]) > 1.0, -1e4, 0.0).astype(np.float32))
@@ -59,17 +60,23 @@ def _case(b, s, h, d, mask, seq_in=0, seq_out=0, base2=1, scale=0.3):
     return ins, attrs, out
 
 
+PATHS = ["core", "c-softmax", "onednn"]
+
+
 @pytest.fixture
 def path(request, monkeypatch):
-    """Run the attention through the C core ("core") or oneDNN's primitives ("onednn")."""
+    """Run the attention through the C core ("core"), oneDNN's matmuls around the C
+    softmax ("c-softmax") or oneDNN's four primitives ("onednn")."""
     monkeypatch.setattr(attention, "use_core", lambda *a: request.param == "core")
+    if request.param == "onednn":
+        monkeypatch.setattr(attention, "c_softmax", lambda: None)
     return request.param
 
 
-@pytest.mark.parametrize("path", ["core", "onednn"], indirect=True)
+@pytest.mark.parametrize("path", PATHS, indirect=True)
 @pytest.mark.parametrize("b,s,h,d", [(1, 16, 4, 16), (2, 5, 3, 8), (1, 33, 2, 40), (3, 17, 2, 16),
                                      (1, 1, 1, 4)])
-@pytest.mark.parametrize("mask", [None, "per-key", "per-query-and-key", "per-head"])
+@pytest.mark.parametrize("mask", [None, "per-key", "per-query-and-key", "per-head", "per-query"])
 def test_both_paths_match_numpy(path, b, s, h, d, mask):
     ins, attrs, out = _case(b, s, h, d, mask)
     want, _ = run(NUMPY, "Attention", ins, attrs, [out], 1)
@@ -78,7 +85,7 @@ def test_both_paths_match_numpy(path, b, s, h, d, mask):
     close(got[0], want[0])
 
 
-@pytest.mark.parametrize("path", ["core"], indirect=True)
+@pytest.mark.parametrize("path", ["core", "c-softmax"], indirect=True)
 @pytest.mark.parametrize("seq_in,seq_out", [(1, 1), (0, 1), (1, 0)])
 @pytest.mark.parametrize("base2", [0, 1])
 def test_the_core_reads_and_writes_every_layout_in_either_unit(path, seq_in, seq_out, base2):
@@ -88,7 +95,7 @@ def test_the_core_reads_and_writes_every_layout_in_either_unit(path, seq_in, seq
     close(got[0], want[0])
 
 
-@pytest.mark.parametrize("path", ["core"], indirect=True)
+@pytest.mark.parametrize("path", PATHS, indirect=True)
 @pytest.mark.parametrize("guard", [0, 1])
 def test_hidden_rows_and_nans_give_nan_or_with_the_guard_zero(path, guard):
     b, s, h, d = 2, 8, 2, 16
@@ -144,14 +151,16 @@ def test_a_tiling_that_chose_the_core_runs_the_primitives_where_the_module_is_mi
     close(got[0], want[0])
 
 
-def test_two_threads_give_the_same_bits_as_one():
-    """In a device worker the core shares its heads among a team; every head is computed
-    the same way whichever thread takes it."""
+@pytest.mark.parametrize("path", ["core", "c-softmax"], indirect=True)
+def test_two_threads_give_the_same_bits_as_one(path):
+    """In a device worker the core shares its heads (the C softmax its rows) among a team;
+    every one is computed the same way whichever thread takes it."""
     if len(threads.available_cpus()) < 2:
         pytest.skip("one CPU")
-    ins, attrs, out = _case(4, 64, 8, 16, "per-key")
-    b, s, _, h, d = 4, 64, 32, 8, 16
-    assert attention.team_size(4.0 * b * h * s * s * d) > 1
+    b, s, h, d = (4, 64, 8, 16) if path == "core" else (4, 128, 8, 16)
+    ins, attrs, out = _case(b, s, h, d, "per-key")
+    assert attention.team_size(4.0 * b * h * s * s * d if path == "core" else 8.0 * b * h * s * s) > 1
+    parallel = threads.parallel_calls
     results: dict[str, np.ndarray] = {}
 
     def in_worker():
@@ -161,5 +170,6 @@ def test_two_threads_give_the_same_bits_as_one():
     th = threading.Thread(target=in_worker)
     th.start()
     th.join(60)
+    assert threads.parallel_calls > parallel or threads.usable_cpus() < 2
     results["one"] = run(DNNL_BACKEND, "Attention", ins, attrs, [out], 1)[0][0]   # not a worker
     assert np.array_equal(results["team"], results["one"])
