@@ -17,8 +17,8 @@ the same count for both (most implementations split their work when the primitiv
 descriptor is made, and the primitive cache keys on the count).  So create under
 ``with using_threads(n):`` and bind with ``threads=n`` (the :class:`~.primitive.Bound`
 then sets the executing thread's count when it differs); the primitive itself is made
-under the count its descriptor was made under, wherever it is bound.  A thread that never sets it
-gets libgomp's default (``OMP_NUM_THREADS`` or the number of CPUs).  Even a 16-element
+under the count its descriptor was made under, wherever it is bound.  A thread that
+never sets it gets libgomp's default (``OMP_NUM_THREADS`` or the number of CPUs).  Even a 16-element
 eltwise opens a parallel region: about 7 us with 2 threads against 1.4 us with 1.
 
 Environment.  libgomp reads its wait policy once, when it is loaded: by default its

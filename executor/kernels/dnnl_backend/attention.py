@@ -236,12 +236,13 @@ class Attention:
                 plan = _Plan([TensorType.of(a) if a is not None else None for a in ins], attrs)
                 if tiling.get("core") and core() is not None:
                     return _bind_core(plan, ins, outs, attrs, ws, core())
-                run = _bind(plan, ins, outs, attrs, ws, c_softmax())
+                softmax_fn = None if plan.plain_scores.is_reference else c_softmax()
+                run = _bind(plan, ins, outs, attrs, ws, softmax_fn)
             except NotForDnnl:
                 pass
             else:       # the C softmax guards rows itself
                 return _guarded(run, ins, outs, attrs, tiling, ws, constant, prepared) \
-                    if attrs.get("nan_guard") and c_softmax() is None else run
+                    if attrs.get("nan_guard") and softmax_fn is None else run
         return twin_prepare("Attention", 1, "aircc", ins, outs, attrs, tiling, ws, constant,
                             prepared)
 
