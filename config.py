@@ -236,7 +236,8 @@ def _read(env) -> Settings:
     return Settings(target=target or "native", blas=blas, winograd=winograd, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
-                    threads=threads, adapt_threads=adapt == "1", spin_us=spin, device_config=env.get("AIR_DEVICE_CONFIG") or None,
+                    threads=threads, adapt_threads=adapt == "1", spin_us=spin,
+                    device_config=env.get("AIR_DEVICE_CONFIG") or None,
                     visible_devices=visible, log=log, cache_dir=cache_dir)
 
 

@@ -83,7 +83,7 @@ def worker_spin_ns() -> int:
     generation, current = threads.generation(), settings()
     if _spin[0] != generation or _spin[1] is not current:    # the count or the settings changed
         spin = current.spin_us * 1000 if NativeBell is not None and threads.threads() > 1 else 0
-        _spin = (threads.generation(), current, spin)
+        _spin = (generation, current, spin)
     return _spin[2]
 
 

@@ -23,9 +23,9 @@ class Run:
     The record is made once per program and re-armed for every execution: the
     host only hands over the feeds and the result slots and notes the count of the
     ``done`` bell (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
-    before any stream sees the run, and the last stream to finish rings ``done``.  A run whose walk is stuck in a kernel is
-    *abandoned* (:meth:`abandon`): its record stays with the stuck walk, which stops
-    at its next task, and the program gets a new one.
+    before any stream sees the run, and the last stream to finish rings ``done``.  A run
+    whose walk is stuck in a kernel is *abandoned* (:meth:`abandon`): its record stays
+    with the stuck walk, which stops at its next task, and the program gets a new one.
     """
 
     __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled", "faults",
