@@ -21,11 +21,13 @@ from typing import Callable, Optional
 import numpy as np
 
 from aircc.executor.device import threads
+from aircc.executor.device.prepared import prepared_array
 from aircc.executor.kernels.dnnl.attr import Eltwise
 from aircc.executor.kernels.dnnl.enums import Arg
 from aircc.executor.kernels.dnnl.library import (DnnlError, DnnlUnimplemented, set_threads,
                                                  using_threads)
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
+from aircc.executor.kernels.dnnl.ops import reorder
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.ops import KernelImpl, TensorType, kernel_backend
 from aircc.ops.layout import adapt_kernel, to_first
@@ -105,6 +107,21 @@ def act(array: np.ndarray, channels_last: bool = False) -> Memory:
 def storage(array: np.ndarray, md: MemoryDesc) -> Memory:
     """Memory of descriptor ``md`` over a dense array's bytes (whatever its shape says)."""
     return Memory.of(array.reshape(-1), md)
+
+
+def reordered_constant(src: Memory, want: MemoryDesc, owner: np.ndarray, prepared) -> Memory:
+    """A constant weight (``src``, over ``owner``'s bytes) reordered once into the layout
+    ``want``, in the model's prepared device memory (:func:`~aircc.executor.device.
+    prepared.prepared_array`, shared by every task bound to the same weight and layout):
+    Memory of the copy.  The reorder runs on one thread (see :func:`worker_cpus`)."""
+
+    def fill(out: np.ndarray) -> None:
+        with using_threads(1):
+            reorder(src.md, want).bind({Arg.src: src, Arg.dst: storage(out, want)})()
+
+    key = ("dnnl-weights", owner.ctypes.data, owner.shape, owner.strides, owner.dtype.str,
+           repr(want))
+    return storage(prepared_array(prepared, key, (want.size,), np.uint8, fill), want)
 
 
 def type_md(t: TensorType, channels_last: bool = False) -> MemoryDesc:
@@ -271,8 +288,9 @@ def dnnl_or_twin(op: str, since: int, domain: str = ""):
     """Class decorator: give a kernel class whose ``plan(types, attrs)`` makes its
     primitive descriptor (raising :class:`NotForDnnl` or :class:`DnnlUnimplemented` for a
     use it leaves to numpy; a ``pd.workspace`` it sets is the workspace to plan, when
-    ``bind_to`` may bind another primitive than ``pd``) and whose ``bind_to(pd, ins, outs,
-    attrs, ws, constant, prepared)`` binds it, the ``tiling``, ``prepare`` and ``kernel`` hooks of the backend.
+    ``bind_to`` may bind another primitive than ``pd``) and whose ``bind_to(pd, ins,
+    outs, attrs, ws, constant, prepared)`` binds it, the ``tiling``, ``prepare`` and
+    ``kernel`` hooks of the backend.
     A ``fused_*`` attribute the class does not list in ``FUSED`` leaves the node to numpy."""
 
     def wrap(cls):

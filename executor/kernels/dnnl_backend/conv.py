@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aircc.executor.device.prepared import prepared_array
 from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise, Sum
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
-from aircc.executor.kernels.dnnl.library import using_threads
 from aircc.executor.kernels.dnnl.memory import MemoryDesc
 from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
@@ -25,8 +23,8 @@ from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_geometry
 
 from . import DNNL, winograd
-from .common import (NotForDnnl, act, activation_post_op, bind, cached_pd, dnnl_or_twin, storage,
-                     type_md)
+from .common import (NotForDnnl, act, activation_post_op, bind, cached_pd, dnnl_or_twin,
+                     reordered_constant, storage, type_md)
 
 FLOATS = ("float32",)
 SPATIAL_RANKS = (1, 2, 3)
@@ -142,23 +140,12 @@ def _weights(pd: PrimitiveDesc, w: np.ndarray, plain: MemoryDesc, constant: bool
     """The weights as the implementation wants them: reordered once into device memory
     when they are constant, else read as they lie (then the implementation must take
     them plain)."""
-    from aircc.executor.kernels.dnnl.ops import reorder
-
     want = pd.weights_md()
     if want == plain or not constant:
         if want != plain:
             raise NotForDnnl("weights that change between runs in a blocked layout")
         return storage(w, plain)
-
-    def fill(out: np.ndarray) -> None:
-        src = storage(w, plain)
-        dst = storage(out, want)
-        with using_threads(1):          # the loading thread never forms an OpenMP team (common.py)
-            reorder(plain, want).bind({Arg.src: src, Arg.dst: dst})()
-
-    key = ("dnnl-weights", w.ctypes.data, w.shape, w.dtype.str, repr(want))
-    packed = prepared_array(prepared, key, (want.size,), np.uint8, fill)
-    return storage(packed, want)
+    return reordered_constant(storage(w, plain), want, w, prepared)
 
 
 @DNNL.kernel("ConvTranspose", 1, channels_last=True)

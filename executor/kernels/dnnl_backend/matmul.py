@@ -20,18 +20,18 @@ import functools
 import numpy as np
 
 from aircc.errors import DeviceOutOfMemoryError
-from aircc.executor.device.prepared import prepared_array
 from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.library import DnnlError, using_threads
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc, md_of
-from aircc.executor.kernels.dnnl.ops import matmul, reorder
+from aircc.executor.kernels.dnnl.ops import matmul
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.executor.kernels.gemm import permuted_views
 from aircc.ops import TensorType
 
 from . import DNNL
-from .common import NotForDnnl, activation_post_op, bind, cached_pd, dnnl_or_twin, storage
+from .common import (NotForDnnl, activation_post_op, bind, cached_pd, dnnl_or_twin,
+                     reordered_constant, storage)
 
 FLOATS = ("float32",)
 
@@ -134,19 +134,10 @@ def _weights(pd: PrimitiveDesc, b: np.ndarray, constant: bool, prepared):
     plain = pd.weights_md()
     if not constant or packed is None or b.flags.c_contiguous:
         return pd, storage_view(b, plain)
-    want = packed.weights_md()
-
-    def fill(out: np.ndarray) -> None:
-        with using_threads(1):          # the loading thread never forms an OpenMP team (common.py)
-            reorder(plain, want).bind({Arg.src: storage_view(b, plain),
-                                       Arg.dst: storage(out, want)})()
-
-    key = ("dnnl-matmul-weights", b.ctypes.data, b.shape, b.strides, b.dtype.str, repr(want))
     try:
-        copy = prepared_array(prepared, key, (want.size,), np.uint8, fill)
+        return packed, reordered_constant(storage_view(b, plain), packed.weights_md(), b, prepared)
     except DeviceOutOfMemoryError:
         return pd, storage_view(b, plain)
-    return packed, storage(copy, want)
 
 
 def _key(kind: str, views: tuple, attrs: dict) -> tuple:
