@@ -6,15 +6,18 @@ after it reads one, so a compiler cannot produce a file the reader rejects.  On
 top of each section's own checks it holds every static task to the memory its
 model owns: each operand lies inside the arena or the weights region of its own
 plan, each workspace inside the arena, each tiling index names an entry, each copy
-serves an existing input or output of its shape and dtype, and each weight the
-plan places exists with the size it says.  A dynamic model's execute graph names
-only the model's inputs and outputs.
+serves an existing input or output of its shape and dtype, each weight the plan
+places exists with the size it says, no two weights share bytes, and every weight
+a task reads lies in bytes a weight is written to (:mod:`.weight_placement`).  A
+dynamic model's execute graph names only the model's inputs and outputs.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import numpy as np
 
 from aircc.errors import ModelFormatError
 
@@ -28,6 +31,7 @@ from .memory_plan import MemoryPlanSection
 from .model_section import MODES, IOSpec, ModelSection
 from .task_order import check_jumps, check_waits
 from .tasks import CopyTask, KernelTask, TasksSection, TilingSection
+from .weight_placement import check_weight_records, check_weight_reads
 
 #: Revision of the payload schemas; bumped whenever a payload's shape changes.
 SCHEMA_VERSION = 2
@@ -98,9 +102,9 @@ def missing_sections(mode: str, names: Any) -> list[str]:
 
 
 def parse_sections(mode: str, sections: Mapping[str, Any],
-                   weight_sizes: Mapping[str, int] | None = None) -> ModelContract:
+                   weights: Mapping[str, np.ndarray] | None = None) -> ModelContract:
     """Every section of a ``mode`` model, typed and checked (see the module doc);
-    ``weight_sizes``: the bytes of each stored weight, by name."""
+    ``weights``: the stored weights, by name."""
     if mode not in MODES:
         raise ModelFormatError(f"mode must be 'static' or 'dynamic', got {mode!r}")
     for name in sections:
@@ -123,14 +127,14 @@ def parse_sections(mode: str, sections: Mapping[str, Any],
                                                                 f"of the model ({names})")
         for k, plan in enumerate(contract.static_plans()):
             section, prefix = ("gears", f"plans[{k}].") if contract.gears else ("tasks", "")
-            check_static_plan(plan, section, prefix, weight_sizes)
+            check_static_plan(plan, section, prefix, weights)
     else:
-        check_exec_graph(contract, weight_sizes)
+        check_exec_graph(contract, weights)
     return contract
 
 
 def check_static_plan(plan: StaticPlan, section: str, prefix: str,
-                      weight_sizes: Mapping[str, int] | None) -> None:
+                      weights: Mapping[str, np.ndarray] | None) -> None:
     """Hold every task of ``plan`` to the memory its model owns (see the module doc)."""
     mp = plan.memory_plan
     limits = {Region.ARENA: mp.arena_bytes, Region.WEIGHTS: mp.weights_bytes}
@@ -177,25 +181,18 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
                     cm.fail(f"{prefix}memory_plan.buffers[{i}].{key}{at}" if prefix else
                             f"buffers[{i}].{key}{at}", f"('{buf.name}') is task {t}, but the "
                                                        f"tasks are 0 to {plan.tasks.count - 1}")
-    for i, rec in enumerate(mp.weights):
-        if weight_sizes is None:
-            break
-        size = weight_sizes.get(rec.name)
-        where = f"{prefix}memory_plan.weights[{i}]" if prefix else f"weights[{i}]"
-        if size is None:
-            cm.fail(where, f"places weight '{rec.name}', which the model does not store")
-        if size != rec.size:
-            cm.fail(where, f"gives weight '{rec.name}' {rec.size} bytes; it has {size}")
+    spans = check_weight_records(mp, weights, cm, f"{prefix}memory_plan." if prefix else "")
+    check_weight_reads(plan.tasks, spans, c, f"{prefix}tasks." if prefix else "")
 
 
-def check_exec_graph(contract: ModelContract, weight_sizes: Mapping[str, int] | None = None) -> None:
+def check_exec_graph(contract: ModelContract, weights: Mapping[str, np.ndarray] | None = None) -> None:
     """The execute graph's inputs and outputs are the model's, of the types it declares;
     every value a node names is typed (or a stored weight); copy nodes serve existing
     bindings; and its host kernels come in an order the runtime can follow
     (:mod:`.host_order`)."""
     eg, model = contract.exec_graph, contract.model
     c = Checker("exec_graph")
-    weights = set(weight_sizes or ())
+    stored = set(weights or ())
     for key, ios in (("inputs", model.inputs), ("outputs", model.outputs)):
         names = [io.name for io in ios]
         if getattr(eg, key) != names:
@@ -209,7 +206,7 @@ def check_exec_graph(contract: ModelContract, weight_sizes: Mapping[str, int] | 
     for i, node in enumerate(eg.nodes):
         for key in ("inputs", "outputs"):
             for j, v in enumerate(getattr(node, key)):
-                if v and v not in eg.values and v not in weights:
+                if v and v not in eg.values and v not in stored:
                     c.fail(f"nodes[{i}].{key}[{j}]", f"names value {v!r}, which the section does "
                                                      f"not type and the model does not store")
         copy = copy_kind(node)
@@ -219,4 +216,4 @@ def check_exec_graph(contract: ModelContract, weight_sizes: Mapping[str, int] | 
             if (b is not None or copy is K.MEMCPY_D2H) and not (is_int(b) and 0 <= b < len(ios)):
                 c.fail(f"nodes[{i}].attrs.binding", f"of {node.op} node '{node.name}' must be an "
                                                     f"{what} index in [0, {len(ios)}), got {describe(b)}")
-    check_host_order(eg, c, weights)
+    check_host_order(eg, c, stored)

@@ -70,17 +70,13 @@ class OmFile:
     def parsed(self) -> ModelContract:
         """The sections, typed and checked (ModelFormatError naming the section and field)."""
         if self.contract is None:
-            self.contract = parse_sections(self.mode, self.sections, _weight_sizes(self.weights))
+            self.contract = parse_sections(self.mode, self.sections, self.weights)
         return self.contract
 
     def __repr__(self) -> str:
         nbytes = sum(int(getattr(a, "nbytes", 0)) for a in self.weights.values())
         return (f"OmFile(mode={self.mode!r}, sections={list(self.sections)}, "
                 f"weights={len(self.weights)} tensors / {nbytes} bytes)")
-
-
-def _weight_sizes(weights: dict[str, Any]) -> dict[str, int]:
-    return {name: int(getattr(arr, "nbytes", 0)) for name, arr in weights.items()}
 
 
 def _align(n: int, a: int) -> int:
@@ -167,7 +163,7 @@ def _build(om: OmFile) -> tuple[int, list[Any]]:
         except ModelFormatError as exc:
             raise TypeError(f"section '{name}' does not survive a msgpack round trip "
                             f"(e.g. a list or tuple used as a dict key): {exc.__cause__}") from exc
-    om.contract = parse_sections(om.mode, decoded, _weight_sizes(om.weights))
+    om.contract = parse_sections(om.mode, decoded, om.weights)
     table, wchunks = weight_chunks(om.weights)
     encoded["weight_table"] = encode_payload("weight_table", table)
     sections = [(SECTION_KINDS[n], 0, [b]) for n, b in encoded.items()]
@@ -327,7 +323,7 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
         arr.flags.writeable = False
         weights[name] = arr
     om = OmFile(mode, sections, weights, buffer=keep)
-    om.contract = parse_sections(mode, sections, _weight_sizes(weights))
+    om.contract = parse_sections(mode, sections, weights)
     return om
 
 

@@ -41,7 +41,7 @@ def gear_shapes(graph_inputs: dict[str, tuple], given: dict, batch: int) -> dict
 
 
 def _moved(op: Operand | None, remap: dict[int, int]) -> Operand | None:
-    if op is None or op.region is not Region.WEIGHTS:
+    if op is None or op.region is not Region.WEIGHTS or not op.nbytes:
         return op
     return dataclasses.replace(op, offset=remap[op.offset])
 

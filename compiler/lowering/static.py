@@ -42,12 +42,16 @@ class StaticSections:
 
 
 def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, int], int]:
-    """Offsets of the constants the tasks read, in the weights region."""
+    """Offsets of the constants the tasks read, in the weights region.  A constant of
+    no bytes (an exporter's ``roi = []``) takes no room and no record: its operands
+    point at offset 0 and read nothing."""
     used = [c for c in graph.constants if any(c in n.inputs for n in graph.nodes)]
     offsets, end = {}, 0
     for name in used:
-        offsets[name] = end
-        end += align_up(graph.constants[name].nbytes, alignment)
+        nbytes = graph.constants[name].nbytes
+        if nbytes:
+            offsets[name] = end
+            end += align_up(nbytes, alignment)
     return offsets, end
 
 
@@ -61,6 +65,8 @@ class _Addresses:
         t = self.graph.types[name]
         if name in self.weights:
             return Operand(Region.WEIGHTS, self.weights[name], t.dtype, tuple(t.shape))
+        if name in self.graph.constants:          # a constant of no bytes (plan_weights)
+            return Operand(Region.WEIGHTS, 0, t.dtype, tuple(t.shape))
         return Operand(Region.ARENA, self.plan.offset(name), t.dtype, tuple(t.shape))
 
 

@@ -91,14 +91,14 @@ class StaticModel:
         mem, copied = self.device.memory, set()
         for plan in self.plans:
             for w in plan.memory_plan.weights:
-                if w.offset in copied:
+                if w.name in copied:          # gears share the weights they agree on
                     continue
                 src = self.om.weights.get(w.name)
                 if src is None:
                     raise ModelFormatError(f"weight '{w.name}' is in the memory plan but not in "
                                            f"the weights section")
                 np.copyto(mem.view(self.weights_base + w.offset, src.dtype, src.shape), src)
-                copied.add(w.offset)
+                copied.add(w.name)
         self.prepared.refill()
         self.epoch = self.device.epoch
 
