@@ -14,15 +14,16 @@ Dim = int | str | None
 
 
 def declared_shape(value: onnx.ValueInfoProto) -> list[Dim] | None:
-    """The shape ``value`` declares: per dim its size, its name, or None (unnamed); None
-    when it declares no shape (or is not a tensor)."""
+    """The shape ``value`` declares: per dim its size, its name, or None (unnamed, or a
+    negative size, which some exporters write for "unknown"); None when it declares no
+    shape (or is not a tensor)."""
     t = value.type
     if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
         return None
     dims: list[Dim] = []
     for d in t.tensor_type.shape.dim:
         if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
+            dims.append(int(d.dim_value) if d.dim_value >= 0 else None)
         elif d.HasField("dim_param") and d.dim_param:
             dims.append(d.dim_param)
         else:

@@ -72,6 +72,15 @@ def value_dtype_of(tp: onnx.TypeProto, name: str) -> str:
                            f"sequences of tensors and optionals of either")
 
 
+def is_unknown_dim(dim: object) -> bool:
+    """A dim an exporter wrote to say "unknown", not to name a dim other dims share:
+    a negative ``dim_value`` (``-1``), an empty ``dim_param``, or one with no letter in
+    it (``'?'``, ``'-1'``, ``'*'``): each such dim is its own symbol."""
+    if isinstance(dim, int):
+        return dim < 0
+    return isinstance(dim, str) and not any(ch.isalpha() for ch in dim)
+
+
 def _type_from_proto(vi: onnx.ValueInfoProto, fresh) -> TensorType:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
@@ -80,12 +89,8 @@ def _type_from_proto(vi: onnx.ValueInfoProto, fresh) -> TensorType:
         return TensorType(onnx_dtype(tt.elem_type), None)
     dims: list[Dim] = []
     for k, d in enumerate(tt.shape.dim):
-        if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
-            dims.append(d.dim_param)
-        else:
-            dims.append(fresh(f"{vi.name}_d{k}"))
+        given = d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else ""
+        dims.append(fresh(f"{vi.name}_d{k}") if is_unknown_dim(given) else given)
     return TensorType(onnx_dtype(tt.elem_type), tuple(dims))
 
 
@@ -154,12 +159,17 @@ class _Importer:
     def __init__(self, opsets: dict[str, int]):
         self.opsets = opsets
         self.node_names: set[str] = set()
-        self.symbols = 0
+        self.symbols: set[str] = set()
         self.types: dict | None = None    # every value's TypeProto, to expand SequenceMap
 
     def fresh_symbol(self, hint: str) -> str:
-        self.symbols += 1
-        return f"s{self.symbols}"
+        """A symbol no other dim shares (``x_d2?``): not a name an exporter writes, so an
+        unknown dim is never tied to a named one (torch's ``s0``, ``s1`` ...)."""
+        name = f"{hint}?"
+        if name in self.symbols:
+            name = f"{hint}?{len(self.symbols)}"
+        self.symbols.add(name)
+        return name
 
     def node_name(self, proto: onnx.NodeProto, index: int) -> str:
         base = proto.name or f"{proto.op_type}_{index}"
@@ -187,7 +197,8 @@ class _Importer:
                 continue
             t = _type_from_proto(vi, self.fresh_symbol)
             if vi.name in shapes:
-                fixed = tuple(shapes.pop(vi.name))
+                fixed = tuple(self.fresh_symbol(f"{vi.name}_d{k}") if is_unknown_dim(d) else d
+                              for k, d in enumerate(shapes.pop(vi.name)))
                 if t.shape is not None and len(t.shape) != len(fixed):
                     raise CompileOptionError(f"--input-shape for '{vi.name}' has rank "
                                              f"{len(fixed)}, the model says rank {len(t.shape)}")
