@@ -20,6 +20,7 @@ from aircc.log import get as get_log
 from .context import MODES, CompileContext
 from .frontend.onnx_import import import_onnx
 from .ir.graph import Graph, is_host_only
+from .ir.static_shapes import dynamic_shape_origin
 from .ir.verifier import verify
 from .lowering.control import expand_control_flow, static_control_flow_problem
 from .lowering.dynamic import lower_dynamic
@@ -145,6 +146,15 @@ def choose_mode(graph: Graph, requested: str) -> str:
                 f"--mode static: a static model holds device tensors only, and "
                 f"{', '.join(host_only[:3])}{' ...' if len(host_only) > 3 else ''} "
                 f"{'is' if len(host_only) == 1 else 'are'} not; compile with --mode dynamic or auto")
+        problem = static_control_flow_problem(graph)
+        if problem:
+            raise CompileOptionError(f"static mode cannot lower this model: {problem}; compile it "
+                                     f"with --mode dynamic")
+        origin = dynamic_shape_origin(graph)
+        if origin:
+            raise CompileOptionError(f"--mode static needs every shape known at compile time, but "
+                                     f"{origin}" + ("" if "--input-shape" in origin else
+                                                    "; compile with --mode dynamic or auto"))
     if requested != "auto":
         return requested
     every_value = all(t is not None and t.is_static and not is_host_only(t.dtype)

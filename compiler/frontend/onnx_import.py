@@ -8,6 +8,7 @@ inputs; everything else is typed by the ``infer-shapes`` pass.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Mapping, Sequence
 
@@ -41,11 +42,72 @@ def load_onnx(source: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.Model
     except Exception as e:  # protobuf decode errors have no common base
         raise ModelImportError(f"cannot read ONNX model {source!r}: {e}") from e
     try:
-        onnx.checker.check_model(model)
+        with _shapes_declared(model), _ort_default_domain_ops_aside(model):
+            onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
         first = str(e).strip().splitlines()[0]
         raise ModelImportError(f"the onnx checker rejects the model: {first}") from e
     return model
+
+
+@contextlib.contextmanager
+def _shapes_declared(model: onnx.ModelProto):
+    """The onnx checker wants every graph input and output to declare a shape; exporters
+    often declare none for an output (unknown rank), which onnxruntime accepts and so does
+    aircc (the shape is inferred).  Such values get an empty shape while the checker runs."""
+    bare = [v.type.tensor_type for v in (*model.graph.input, *model.graph.output)
+            if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")]
+    for t in bare:
+        t.shape.SetInParent()
+    try:
+        yield
+    finally:
+        for t in bare:
+            t.ClearField("shape")
+
+
+#: onnxruntime's contrib ops in the default domain (it registered them there before ONNX
+#: had them, and its transformer optimizer writes them there): op -> the last opset of the
+#: default domain at which the op is onnxruntime's (None: every one, ONNX has no such op).
+#: The onnx checker knows none of them; aircc defines them (``ops/defs/contrib_norm.py``).
+ORT_DEFAULT_DOMAIN_OPS = {"LayerNormalization": 16, "SimplifiedLayerNormalization": None}
+#: The domain the checker sees those nodes in while it runs: onnxruntime's own, whose ops it
+#: does not check.
+ORT_CONTRIB_DOMAIN = "com.microsoft"
+
+
+def _graphs(graph: onnx.GraphProto):
+    """``graph`` and every graph nested in its nodes' attributes."""
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs):
+                yield from _graphs(sub)
+
+
+@contextlib.contextmanager
+def _ort_default_domain_ops_aside(model: onnx.ModelProto):
+    """While the checker runs, the nodes of onnxruntime's default-domain contrib ops
+    (:data:`ORT_DEFAULT_DOMAIN_OPS`, at the opsets where they are its) sit in its contrib
+    domain, which the checker leaves to onnxruntime; every other node is checked as it is."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    last = ORT_DEFAULT_DOMAIN_OPS
+    nodes = [n for g in _graphs(model.graph) for n in g.node
+             if n.domain in ("", "ai.onnx") and n.op_type in last
+             and (last[n.op_type] is None or (opset is not None and opset <= last[n.op_type]))]
+    added = bool(nodes) and not any(o.domain == ORT_CONTRIB_DOMAIN for o in model.opset_import)
+    if added:
+        model.opset_import.append(helper.make_opsetid(ORT_CONTRIB_DOMAIN, 1))
+    domains = [n.domain for n in nodes]
+    for n in nodes:
+        n.domain = ORT_CONTRIB_DOMAIN
+    try:
+        yield
+    finally:
+        for n, domain in zip(nodes, domains):
+            n.domain = domain
+        if added:
+            del model.opset_import[-1]
 
 
 def onnx_dtype(elem_type: int) -> str:

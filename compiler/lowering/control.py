@@ -52,6 +52,8 @@ def static_control_flow_problem(graph: Graph) -> str | None:
                         f"known at run time")
         if node.op == "Scan" and node.version < 9:
             return f"node '{node.name}' (Scan-{node.version}) has batch semantics"
+        if node.op == "If" and "infeasible_branch" in node.meta:
+            return f"node '{node.name}' (If): {node.meta['infeasible_branch']}"
     return None
 
 

@@ -106,8 +106,8 @@ def collect_buffers(graph: Graph) -> list[Buffer]:
             if not t.is_static:
                 raise CompileOptionError(
                     f"static mode needs static shapes, but {user_value(graph, o)} "
-                    f"has shape {list(t.shape) if t.shape is not None else '[*]'}; fix the input "
-                    f"shapes with --input-shape")
+                    f"has shape {list(t.shape) if t.shape is not None else '[*]'}; compile with "
+                    f"--mode dynamic")
             buffers[o] = Buffer(o, t.nbytes, k)
         ws = node.meta.get("workspace", 0)
         if ws:

@@ -6,8 +6,21 @@ values; a Scan body the states and one slice of each scan input), then
 inferred like any graph, with the enclosing scope visible for captured
 values.  A loop-carried value whose type changes between iterations is
 widened (its differing dims become symbols) and the body inferred again.
+
+An If whose condition is known at compile time takes its types from the branch that
+runs; the other branch is dead (the next ``fold-constants`` inlines the live one) and
+may not even type with these shapes, as when an exporter writes "squeeze this dim if
+it is 1" as an If on a shape.  When the condition is only known at run time and one
+branch cannot type with the shapes given, that branch can never run without an error:
+the If takes the other branch's types and records why (``meta["infeasible_branch"]``;
+static mode cannot lower it, dynamic mode fails at run time if it is taken, as
+onnxruntime does).
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
 
 from aircc.errors import ShapeInferenceError
 
@@ -43,12 +56,53 @@ def _infer_body(body: Graph, input_types: list[TensorType | None], scope: dict, 
     return [body.types.get(o) or scope.get(o) for o in body.outputs]
 
 
-def infer_if(graph: Graph, node: Node, scope: dict, infer) -> list[TensorType]:
-    then_t = _infer_body(region(node, "then_branch"), [], scope, infer)
-    else_t = _infer_body(region(node, "else_branch"), [], scope, infer)
-    if len(then_t) != len(else_t) or len(then_t) != len(node.outputs):
-        raise ShapeInferenceError(f"node '{node.name}' (If): branches give {len(then_t)} and "
-                                  f"{len(else_t)} outputs for {len(node.outputs)}")
+def _type_rest_unknown(body: Graph) -> None:
+    """After a branch failed to type: every value it has not typed gets an unknown rank
+    (and its first typed input's dtype), so the graph stays valid; nothing reads them."""
+    for node in body.walk():
+        guess = next((body.types[i] for i in node.inputs if i in body.types), None)
+        for o in node.outputs:
+            if o and o not in body.types:
+                body.types[o] = TensorType(guess.dtype if guess else "float32", None)
+    for r in (r for n in body.nodes for r in n.regions):
+        _type_rest_unknown(r)
+
+
+def taken_branch(node: Node, values: Mapping) -> str | None:
+    """The branch an If runs when its condition is known at compile time, else None."""
+    cond = values.get(node.inputs[0]) if node.inputs else None
+    if cond is None:
+        return None
+    return "then_branch" if bool(np.asarray(cond).reshape(-1)[0]) else "else_branch"
+
+
+def infer_if(graph: Graph, node: Node, scope: dict, infer, values: Mapping) -> list[TensorType]:
+    taken = taken_branch(node, values)
+    node.meta.pop("infeasible_branch", None)
+    types: dict[str, list] = {}
+    failed: dict[str, ShapeInferenceError] = {}
+    for attr in ("then_branch", "else_branch"):
+        body = region(node, attr)
+        try:
+            types[attr] = _infer_body(body, [], scope, infer)
+        except ShapeInferenceError as e:
+            if attr == taken or (taken is None and failed):
+                raise
+            failed[attr] = e
+            _type_rest_unknown(body)
+    if taken is None and failed:
+        (attr, e), = failed.items()
+        node.meta["infeasible_branch"] = (f"its {attr.replace('_', ' ')} cannot run with these "
+                                          f"shapes ({e.message}) and its condition is only known "
+                                          f"at run time")
+    then_t, else_t = types.get("then_branch"), types.get("else_branch")
+    live = [t for t in (types.get(taken) if taken else None, then_t, else_t) if t is not None]
+    if len(live[0]) != len(node.outputs) or (then_t and else_t and len(then_t) != len(else_t)):
+        raise ShapeInferenceError(f"node '{node.name}' (If): branches give "
+                                  f"{len(then_t or ())} and {len(else_t or ())} outputs "
+                                  f"for {len(node.outputs)}")
+    if taken or failed:
+        return live[0]
     return [merge_types(a, b, f"{node.name}_{k}") for k, (a, b) in enumerate(zip(then_t, else_t))]
 
 
@@ -67,7 +121,7 @@ def loop_trip_count(graph: Graph, node: Node) -> int | None:
     return int(graph.constants[m]) if stays_true or not cond else None
 
 
-def infer_loop(graph: Graph, node: Node, scope: dict, infer) -> list[TensorType]:
+def infer_loop(graph: Graph, node: Node, scope: dict, infer, values: Mapping) -> list[TensorType]:
     body = region(node, "body")
     carried = [scope.get(i) for i in node.inputs[2:]]
     n_carried = len(carried)
@@ -95,7 +149,7 @@ def scan_lengths(node: Node, scope: dict) -> tuple[int, int]:
     return len(node.inputs) - m, m
 
 
-def infer_scan(graph: Graph, node: Node, scope: dict, infer) -> list[TensorType]:
+def infer_scan(graph: Graph, node: Node, scope: dict, infer, values: Mapping) -> list[TensorType]:
     body = region(node, "body")
     if node.version < 9:
         return _infer_scan8(node, body, scope, infer)

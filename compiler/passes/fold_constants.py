@@ -8,6 +8,8 @@ fold too, whatever produced the value.  This is what turns the light models'
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 from aircc.errors import AirccError, ShapeInferenceError
 from aircc.ops import node_def
@@ -15,7 +17,8 @@ from aircc.ops import node_def
 from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
 from .base import compile_pass
-from .infer_shapes import infer_node
+from .control_flow import region, taken_branch
+from .infer_shapes import infer_node, scope_values
 
 #: Folding may not create constants larger than this (bytes).
 MAX_FOLDED_BYTES = 1 << 30
@@ -79,11 +82,9 @@ def _fold(graph: Graph, node: Node, ctx: CompileContext) -> list[np.ndarray] | N
                                   f"{type(e).__name__}: {e}") from e
 
 
-def _inline_if(graph: Graph, node: Node) -> list[Node]:
+def _inline_if(graph: Graph, node: Node, scope) -> list[Node]:
     """The nodes of the branch a constant condition picks, then Identity to the If's outputs."""
-    attr = "then_branch" if bool(np.asarray(graph.constants[node.inputs[0]]).reshape(-1)[0]) \
-        else "else_branch"
-    body = next(r for r in node.regions if r.meta.get("attribute") == attr)
+    body = region(node, taken_branch(node, scope))
     for name, arr in body.constants.items():
         graph.constants[name] = arr
         graph.types[name] = TensorType.of(arr)
@@ -102,14 +103,14 @@ def _inline_if(graph: Graph, node: Node) -> list[Node]:
     return nodes
 
 
-def _refresh_types(graph: Graph, node: Node) -> None:
+def _refresh_types(graph: Graph, node: Node, values) -> None:
     """Re-type a kept node from its (possibly just folded) inputs, so that a Shape
     further down sees shapes that folding made static."""
     if node.regions or node.has_side_effects or not all(
             i == "" or i in graph.types for i in node.inputs):
         return
     try:
-        types = infer_node(graph, node)
+        types = infer_node(graph, node, values=values)
     except AirccError:
         return   # left to infer-shapes, which reports it
     for name, t in zip(node.outputs, types):
@@ -120,15 +121,26 @@ def _refresh_types(graph: Graph, node: Node) -> None:
 @compile_pass("fold-constants", stats=("folded_nodes",))
 def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
     """Replace constant-only nodes by the constants they compute."""
+    return _fold_region(graph, ctx, None)
+
+
+def _fold_region(graph: Graph, ctx: CompileContext, outer) -> Graph:
+    """Fold ``graph``'s nodes (and its bodies'); ``outer``: the enclosing graphs'
+    constants, which a body's shape rules may read.  The nodes of an If that a known
+    condition inlines are folded in turn, so a chain of them (an exporter's "squeeze if
+    this dim is 1", twice) goes in one pass."""
     kept: list[Node] = []
     folded = 0
+    scope = scope_values(graph, outer)
     for name, arr in graph.constants.items():
         graph.types[name] = TensorType.of(arr)
-    for node in graph.nodes:
+    pending = deque(graph.nodes)
+    while pending:
+        node = pending.popleft()
         for region in node.regions:
-            fold_constants(region, ctx)
-        if node.op == "If" and not node.domain and node.inputs[0] in graph.constants:
-            kept.extend(_inline_if(graph, node))
+            _fold_region(region, ctx, scope)
+        if node.op == "If" and not node.domain and node.inputs[0] in scope:
+            pending.extendleft(reversed(_inline_if(graph, node, scope)))
             folded += 1
             continue
         values = None
@@ -139,7 +151,7 @@ def fold_constants(graph: Graph, ctx: CompileContext) -> Graph:
             values = _fold(graph, node, ctx)
         if values is None:
             kept.append(node)
-            _refresh_types(graph, node)
+            _refresh_types(graph, node, scope)
             continue
         for name, v in zip(node.outputs, values):
             if name:

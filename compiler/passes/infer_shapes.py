@@ -8,6 +8,11 @@ and typed by the fallback definition (onnx's shape inference).
 """
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import Mapping
+
+import numpy as np
+
 from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
 from aircc.ops import InferContext, OpDef, layout, node_def
 
@@ -17,26 +22,36 @@ from .base import compile_pass
 from .control_flow import INFER as CONTROL_FLOW
 
 
-def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = None) -> list[TensorType]:
-    """Output types of one node from the types (and constant values) of its inputs."""
+def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = None,
+               values: Mapping[str, np.ndarray] | None = None) -> list[TensorType]:
+    """Output types of one node from the types (and constant values) of its inputs;
+    ``values``: the constants it may read (default: its graph's; in a body, the
+    enclosing graphs' too, see :func:`scope_values`)."""
     types = graph.types if types is None else types
+    values = graph.constants if values is None else values
     try:
-        return _infer_with(node_def(node), graph, node, types)
+        return _infer_with(node_def(node), node, types, values)
     except UnsupportedVariantError:
         if node.meta.get("impl") == "fallback":
             raise
         node.meta["impl"] = "fallback"       # the native kernel does not cover this use
         try:
-            return _infer_with(node_def(node), graph, node, types)
+            return _infer_with(node_def(node), node, types, values)
         except UnsupportedOpError:
             node.meta.pop("impl")
             raise
 
 
-def _infer_with(definition: OpDef, graph: Graph, node: Node, types: dict) -> list[TensorType]:
+def scope_values(graph: Graph, outer: Mapping[str, np.ndarray] | None) -> Mapping[str, np.ndarray]:
+    """The constants a node of ``graph`` may read: its own, then those of the graphs that
+    enclose it (a branch's Pad may take its ``pads`` from the model's initializers)."""
+    return graph.constants if not outer else ChainMap(graph.constants, outer)  # type: ignore[arg-type]
+
+
+def _infer_with(definition: OpDef, node: Node, types: Mapping, values: Mapping) -> list[TensorType]:
     ctx = InferContext(types=[types.get(i) if i else None for i in node.inputs],
                        attrs=node.attrs,
-                       values=[graph.constants.get(i) if i else None for i in node.inputs],
+                       values=[values.get(i) if i else None for i in node.inputs],
                        node=node.name, op=node.op, num_outputs=len(node.outputs))
     if definition.infer is None:
         ctx.fail("the op has no shape rule")
@@ -46,12 +61,13 @@ def _infer_with(definition: OpDef, graph: Graph, node: Node, types: dict) -> lis
     return out
 
 
-def _infer_or_unknown_rank(graph: Graph, node: Node, scope: dict) -> list[TensorType]:
+def _infer_or_unknown_rank(graph: Graph, node: Node, scope: dict,
+                           values: Mapping[str, np.ndarray]) -> list[TensorType]:
     """A node's output types; when an input's rank is unknown (an If whose branches
     differ in rank, say) and the rule cannot cope, the outputs' ranks are unknown too:
     run-time InferShape decides them."""
     try:
-        return infer_node(graph, node, scope)
+        return infer_node(graph, node, scope, values)
     except ShapeInferenceError:
         ins = [scope.get(i) for i in node.inputs if i]
         if not any(t is not None and t.shape is None for t in ins):
@@ -60,20 +76,27 @@ def _infer_or_unknown_rank(graph: Graph, node: Node, scope: dict) -> list[Tensor
         return [TensorType(dtype, None) for _ in node.outputs]
 
 
-def infer_region(graph: Graph, outer: dict[str, TensorType] | None = None) -> Graph:
-    """Set ``graph.types`` for every node output (nested regions included); ``outer``: the
-    types of the enclosing scopes' values a region may read."""
+def infer_region(graph: Graph, outer: dict[str, TensorType] | None = None,
+                 outer_values: Mapping[str, np.ndarray] | None = None) -> Graph:
+    """Set ``graph.types`` for every node output (nested regions included); ``outer`` and
+    ``outer_values``: the types of the enclosing scopes' values a region may read, and
+    the values of their constants."""
     scope = dict(outer or {})
     scope.update(graph.types)
     for name, arr in graph.constants.items():
         graph.types[name] = scope[name] = TensorType.of(arr)
+    values = scope_values(graph, outer_values)
+
+    def infer_body(body: Graph, body_scope: dict) -> Graph:
+        return infer_region(body, body_scope, values)
+
     for node in graph.nodes:
         if node.op in CONTROL_FLOW and not node.domain:
-            types = CONTROL_FLOW[node.op](graph, node, scope, infer_region)
+            types = CONTROL_FLOW[node.op](graph, node, scope, infer_body, values)
         else:
             for region in node.regions:
-                infer_region(region, scope)
-            types = _infer_or_unknown_rank(graph, node, scope)
+                infer_body(region, scope)
+            types = _infer_or_unknown_rank(graph, node, scope, values)
         for name, t in zip(node.outputs, types):
             if name:
                 graph.types[name] = scope[name] = t
