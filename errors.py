@@ -8,6 +8,8 @@ line, the model, the input data or the run.
 """
 from __future__ import annotations
 
+import difflib
+
 #: Exit codes of ``aircc`` and ``airrun``, by what went wrong (docs/errors.md).
 EXIT_USAGE = 2
 """The command line or the environment: an option, a path, an environment variable."""
@@ -69,8 +71,12 @@ class UnsupportedOpError(AirccError):
         msg = f"{where}op '{op}' (domain {dom}{ver}) is not supported"
         if reason:
             msg += f": {reason}"
-        if known:
-            msg += f". Supported ops: {', '.join(sorted(known))}"
+        close = difflib.get_close_matches(op, known or (), n=2, cutoff=0.7)
+        if op in (known or ()):
+            msg += f" (aircc runs an op '{op}' of another domain or version)"
+        elif close:
+            msg += f" (did you mean {' or '.join(repr(c) for c in close)}?)"
+        msg += "; `aircc ops` lists the ops aircc runs, by domain"
         super().__init__(msg)
         self.op, self.domain, self.version, self.node = op, dom, version, node
 

@@ -16,7 +16,12 @@ def test_unknown_op():
     with pytest.raises(UnsupportedOpError) as e:
         op_def("NoSuchOp", 13, node="n7")
     msg = str(e.value)
-    assert "NoSuchOp" in msg and "n7" in msg and "Conv" in msg and "Supported ops" in msg
+    assert "node 'n7': op 'NoSuchOp' (domain ai.onnx, opset 13) is not supported" in msg
+    assert "`aircc ops`" in msg and "\n" not in msg and len(msg) < 200 and "Conv" not in msg
+    with pytest.raises(UnsupportedOpError, match="did you mean 'Conv'"):
+        op_def("Cnov", 13, node="n8")
+    with pytest.raises(UnsupportedOpError, match="domain com.microsoft, opset 1"):
+        op_def("NoSuchContribOp", 1, "com.microsoft", node="n9")
     with pytest.raises(UnsupportedOpError):
         op_def("ConstantOfShape", 8)
 
