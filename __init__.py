@@ -28,6 +28,7 @@ if TYPE_CHECKING:                      # names for the annotations only
     from .executor.runtime.multi_device import MultiDeviceModel
     from .executor.runtime.recovery import RecoveryPolicy as _RecoveryPolicy
     from .formats import OmFile
+    from .verification import VerifyReport
 
 
 def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
@@ -98,6 +99,24 @@ def load(source: str | os.PathLike | bytes | OmFile | CompiledModel,
             devices = list(range(device_count()))
         return MultiDeviceModel(source, list(devices), **options)
     return load_model(source, device, **options)
+
+
+def verify(model: str | os.PathLike | bytes | onnx.ModelProto, feeds: dict | None = None, *,
+           input_shapes: dict[str, Sequence[int]] | None = None,
+           modes: Sequence[str] = ("static", "dynamic"), target: str | None = None,
+           rtol: float | None = None, atol: float | None = None, bisect: bool = True,
+           seed: int = 0, compiled: CompiledModel | None = None) -> VerifyReport:
+    """Compile ``model`` in each of ``modes`` (``static``, ``dynamic``), run it and the
+    reference (onnxruntime, else onnx's ReferenceEvaluator) on ``feeds`` (inputs not given
+    are generated from ``seed``; ``input_shapes`` sizes their symbolic dims), compare every
+    output within ``rtol`` / ``atol`` (default per dtype), and on a mismatch name the
+    first diverging node (``bisect``).  Returns a
+    :class:`~aircc.verification.VerifyReport` (``passed``, ``modes``, ``to_dict()``);
+    docs/cli.md (``aircc verify``) has the rules."""
+    from .verification import verify as run
+
+    return run(model, feeds, input_shapes=input_shapes, modes=modes, target=target, rtol=rtol,
+               atol=atol, bisect=bisect, seed=seed, compiled=compiled)
 
 
 def devices() -> list[DeviceInfo]:

@@ -24,6 +24,10 @@ from 1 per loaded model; none: any run) of a matching model (``model``: its name
 ``oom``             the node's memory cannot be had (``DeviceOutOfMemoryError``)
 ``device_lost``     the device stops answering and loses its memory contents
                     (``DeviceLostError``) until it is reset
+``corrupt``         the kernel runs, then ``value`` (default 1.0) is added to the first
+                    element of each of its outputs (an integer output: at least 1; a
+                    bool: flipped): a wrong answer and no error, for testing a
+                    verification (``aircc verify``)
 ==================  ===========================================================
 """
 from __future__ import annotations
@@ -31,6 +35,9 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
 
 
 class FaultKind(str, enum.Enum):
@@ -38,6 +45,7 @@ class FaultKind(str, enum.Enum):
     HANG = "hang"
     OOM = "oom"
     DEVICE_LOST = "device_lost"
+    CORRUPT = "corrupt"
 
 
 class InjectedFault(RuntimeError):
@@ -56,6 +64,8 @@ class Fault:
     times: int = 1
     seconds: float = 3600.0
     device: int | None = None
+    value: float = 1.0
+    """What a ``corrupt`` fault adds to the first element of each output."""
     fired: int = 0
     released: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by :func:`clear` (or :meth:`release`): a hang in progress returns."""
@@ -71,6 +81,20 @@ class Fault:
         """Block like a kernel that does not return, for ``seconds`` or until released."""
         self.released.wait(self.seconds)
 
+    def corrupt(self, outputs: Sequence[np.ndarray | None]) -> None:
+        """Perturb a kernel's ``outputs`` in place, as a ``corrupt`` fault does (the first
+        element of each: ``value`` added, at least 1 for integers, a bool flipped)."""
+        for out in outputs:
+            if not isinstance(out, np.ndarray) or out.size == 0 or out.dtype == object:
+                continue
+            first = (0,) * out.ndim             # in place whatever the strides
+            if out.dtype == np.bool_:
+                out[first] = not out[first]
+            elif out.dtype.kind in "iu":
+                out[first] += max(1, int(self.value))
+            else:
+                out[first] = np.float64(out[first]) + self.value
+
 
 _lock = threading.Lock()
 _armed: list[Fault] = []
@@ -79,9 +103,9 @@ _from_env = False
 
 def inject(kind: str | FaultKind, *, node: str | None = None, run: int | None = None,
            model: str | None = None, times: int = 1, seconds: float | None = None,
-           device: int | None = None) -> Fault:
+           device: int | None = None, value: float | None = None) -> Fault:
     """Arm a fault (see the module doc); returns it (``fault.fired`` counts its firings)."""
-    fault = _make(kind, node, run, model, times, seconds, device)
+    fault = _make(kind, node, run, model, times, seconds, device, value)
     with _lock:
         _armed.append(fault)
     return fault
@@ -142,22 +166,27 @@ def parse(text: str) -> list[Fault]:
         fields: dict[str, str] = {}
         for item in filter(None, (x.strip() for x in rest.split(","))):
             key, eq, value = item.partition("=")
-            if not eq or key not in ("node", "run", "model", "times", "seconds", "device"):
-                raise ValueError(f"'{item}' in fault '{part}' is not one of node=, run=, model=, "
-                                 f"times=, seconds=, device=")
+            if not eq or key not in FIELDS:
+                raise ValueError(f"'{item}' in fault '{part}' is not one of "
+                                 f"{', '.join(f + '=' for f in FIELDS)}")
             fields[key] = value
         try:
             out.append(_make(kind.strip(), fields.get("node"),
                              int(fields["run"]) if "run" in fields else None, fields.get("model"),
                              int(fields.get("times", 1)),
                              float(fields["seconds"]) if "seconds" in fields else None,
-                             int(fields["device"]) if "device" in fields else None))
+                             int(fields["device"]) if "device" in fields else None,
+                             float(fields["value"]) if "value" in fields else None))
         except ValueError as e:
             raise ValueError(f"fault '{part}': {e}") from None
     return out
 
 
-def _make(kind, node, run, model, times, seconds, device=None) -> Fault:
+#: The fields a fault's text may give (``kind@field=value,...``).
+FIELDS = ("node", "run", "model", "times", "seconds", "device", "value")
+
+
+def _make(kind, node, run, model, times, seconds, device=None, value=None) -> Fault:
     try:
         kind = FaultKind(kind)
     except ValueError:
@@ -171,8 +200,11 @@ def _make(kind, node, run, model, times, seconds, device=None) -> Fault:
         raise ValueError(f"seconds must be > 0, got {seconds}")
     if device is not None and device < 0:
         raise ValueError(f"device must be a logical device id >= 0, got {device}")
+    if value is not None and not np.isfinite(value):
+        raise ValueError(f"value must be a finite number, got {value}")
     return Fault(kind, node or None, run, model or None, times,
-                 3600.0 if seconds is None else float(seconds), device=device)
+                 3600.0 if seconds is None else float(seconds), device=device,
+                 value=1.0 if value is None else float(value))
 
 
 def _load_env() -> None:

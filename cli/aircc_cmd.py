@@ -116,9 +116,14 @@ def main():
 @click.option("--log", "log_level", type=click.Choice(["debug", "info", "warning", "error"]),
               default=None, help="Print aircc's log at this level on stderr (default $AIR_LOG).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--verify", "then_verify", is_flag=True,
+              help="After writing the .om, run it and onnxruntime on generated inputs and "
+                   "compare (as `aircc verify` does, for the mode compiled); exit 1 on a "
+                   "mismatch (the .om is still written).")
 @log.levelled
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            json_path, dynamic_batch, emit, target, layout, stream_priorities, log_level, quiet):
+            json_path, dynamic_batch, emit, target, layout, stream_priorities, log_level, quiet,
+            then_verify):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -128,6 +133,8 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
         mode = "auto"
     if json_path:
         raise CommandLineError("--json goes with --mode 1 (a JSON dump)")
+    if then_verify and emit != "om":
+        raise CommandLineError("--verify checks the .om written: it goes with -o (--emit om)")
 
     gears = None
     if dynamic_batch:
@@ -181,6 +188,10 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
         click.echo(f"fallback kernels (onnx reference implementation): {len(slow)} node(s), "
                    f"ops {', '.join(ops)}: "
                    f"{', '.join(n['node'] for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
+    if then_verify:
+        from .verify_cmd import verify_compiled
+
+        return verify_compiled(model, compiled, options.input_shapes)
 
 
 def _emit_text(text: str, output: str | None) -> None:
@@ -233,3 +244,8 @@ def ops(target):
 
     for row in op_table(kernel_backend(resolve_target(target).backend)):
         click.echo(f"{(row.domain or 'ai.onnx'):<10} {row.op:<28} opset {row.span():<8} {row.kind}")
+
+
+from .verify_cmd import verify  # noqa: E402  (the command, registered in the group)
+
+main.add_command(verify)

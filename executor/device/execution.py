@@ -34,11 +34,15 @@ CANCEL_GRACE = 0.2
 class ProgramExecution:
     """Running programs on the device (mixed into :class:`~.device.VirtualDevice`)."""
 
-    def fire(self, fault: Fault, node: str, nbytes: int = 0) -> None:
-        """Make an injected ``fault`` happen in the kernel of ``node`` (on its stream)."""
+    def fire(self, fault: Fault, node: str, nbytes: int = 0) -> bool:
+        """Make an injected ``fault`` happen in the kernel of ``node`` (on its stream);
+        True when it is a ``corrupt`` fault, which the caller applies to the kernel's
+        outputs once the kernel has run."""
         if not faults.fire(fault):
-            return
+            return False
         kind = fault.kind
+        if kind is FaultKind.CORRUPT:
+            return True
         if kind is FaultKind.KERNEL_ERROR:
             raise InjectedFault(f"injected kernel error in node '{node}'")
         if kind is FaultKind.HANG:
@@ -50,6 +54,7 @@ class ProgramExecution:
             self.lose(f"injected at node '{node}'")
             raise DeviceLostError(f"device {self.id} was lost while running node '{node}' "
                                   f"(injected fault)")
+        return False
 
     # ------------------------------------------------------------- execution
     def execute(self, program: DeviceProgram, feeds: list, results: list,
@@ -187,16 +192,19 @@ class ProgramExecution:
                 run.at[index] = pc
                 fn, desc = tasks[pc]
                 node = desc.get("node")
+                corrupt = None
                 if plan is not None and node is not None:
                     fault = faults.pick(plan, node)
-                    if fault is not None:
-                        self.fire(fault, node)
+                    if fault is not None and self.fire(fault, node):
+                        corrupt = fault
                 if prof is None:
                     jump = fn(run)
                 else:
                     start = clock()
                     jump = fn(run)
                     prof.task(self.id, stream, desc, start, clock(), _event_key(run, desc))
+                if corrupt is not None:       # a kernel task's outputs: its binder's note
+                    corrupt.corrupt(getattr(fn, "outputs", ()))
                 pc = pc + 1 if jump is None else jump
         except BaseException as e:
             self._failed(run, events, desc, e)

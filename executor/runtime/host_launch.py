@@ -36,15 +36,15 @@ class LaunchStage:
             constant = [bool(i) and i in weights for i in node.inputs]
         call = self.m.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
                                          self.tilings[k], ws, constant, self.m.prepared)
+        call.outputs = outs               # what an injected ``corrupt`` fault perturbs
         stream = self.m.streams[kernel.stream]
-        if self.faults is not None:
-            call = self._with_fault(node.name, call)
+        launched = call if self.faults is None else self._with_fault(node.name, call, outs)
 
         def task(state=self):
             if state.cancelled:
                 return
             try:
-                call()
+                launched()
             except AirccError as e:
                 state.fail(e)
             except BaseException as e:  # name the node and op
@@ -58,7 +58,8 @@ class LaunchStage:
                     "bytes": sum(int(getattr(a, "nbytes", 0)) for a in ins + outs if a is not None)}
         self._submit(kernel.stream, task, desc)
         if self.capture is not None:
-            self.capture.append((kernel.stream, call, desc))   # a task: call(run) -> None
+            # a task: call(run) -> None; without this run's faults (a replay fires its own)
+            self.capture.append((kernel.stream, call, desc))
         if k in self.workspaces:
             self.pool.free(self.workspaces.pop(k), [stream])
 
@@ -73,17 +74,20 @@ class LaunchStage:
             task = prof.timed(self.m.device.id, stream.id, desc, task, event_key)
         stream.submit(task)
 
-    def _with_fault(self, node: str, call):
+    def _with_fault(self, node: str, call, outs: list):
         """``call`` preceded by the injected fault planned for ``node``, if any (an
-        out-of-memory fault fires at the node's Alloc instead)."""
+        out-of-memory fault fires at the node's Alloc instead; a ``corrupt`` one perturbs
+        ``outs`` after the kernel)."""
         fault = pick(self.faults, node)
         if fault is None or fault.kind is FaultKind.OOM:
             return call
         fire = self.m.device.fire
 
         def faulty(_run=None):
-            fire(fault, node)
+            corrupt = fire(fault, node)
             call()
+            if corrupt:
+                fault.corrupt(outs)
         return faulty
 
     def memcpy_h2d(self, kernel: HostKernel, position: int | None = None) -> None:

@@ -104,8 +104,10 @@ class TaskBinder:
             base = self.bases[task.workspace.region] + task.workspace.offset
             ws = self.device.memory.data[base:base + task.workspace.size]
         constant = [o is not None and o.region is Region.WEIGHTS for o in task.inputs]
-        return self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
+        call = self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
                                        tiling[task.tiling], ws, constant, self.prepared)
+        call.outputs = outs               # what an injected ``corrupt`` fault perturbs
+        return call
 
     def _bind_h2d(self, task: CopyTask, tiling: list[dict], labels: dict):
         dst, b = self._view(task.operand), task.binding

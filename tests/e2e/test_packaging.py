@@ -57,11 +57,11 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
-def test_the_wheel_ships_py_typed_the_licence_the_session_and_the_c_modules(wheel):
+def test_the_wheel_ships_py_typed_the_licence_the_session_and_the_c_modules(wheel):   # and verify
     names = set(wheel.namelist())
     assert {"aircc/py.typed", "aircc/__main__.py", "aircc/session/session.py",
             "aircc/session/io_binding.py", "aircc/session/options.py",
-            "aircc/session/compile_cache.py"} <= names
+            "aircc/session/compile_cache.py", "aircc/verification/check.py"} <= names
     for module in ("aircc/executor/kernels/dnnl_backend/winograd_transforms.",
                    "aircc/executor/kernels/dnnl_backend/attention_core.",
                    "aircc/executor/device/doorbell_c."):      # the C modules, compiled

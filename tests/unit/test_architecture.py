@@ -16,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "aircc"
-SOURCE_DIRS = ("compiler", "executor", "ops", "formats", "cli", "distributed", "session")
+SOURCE_DIRS = ("compiler", "executor", "ops", "formats", "cli", "distributed", "session",
+               "verification")
 #: Package -> packages of aircc it must not import.
 WALLS = {
     "compiler": ("executor",),
