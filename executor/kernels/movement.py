@@ -114,8 +114,10 @@ class Gather:
         axis = axis_plain(attrs.get("axis", 0), x.ndim)
         n = x.shape[axis]
         if constant[1] and (idx.size == 0 or (int(idx.min()) >= -n and int(idx.max()) < n)):
-            if idx.ndim == 0:
-                src = x[(slice(None),) * axis + (int(idx) % n,)]
+            if idx.ndim == 0:     # a view of x (a 1-element slice: an int index of a 1-D x
+                i = int(idx) % n  # would give a numpy scalar, a copy of x[i] at bind time)
+                src = x[(slice(None),) * axis + (slice(i, i + 1),)].reshape(out.shape)
+                assert np.shares_memory(src, x), "a bound Gather must read x where it lies"
                 return lambda copyto=np.copyto: copyto(out, src)
             fixed = np.where(idx < 0, idx + n, idx)
             return lambda take=np.take: take(x, fixed, axis=axis, out=out, mode="wrap")

@@ -134,8 +134,12 @@ def _bound_layernorm(ins, outs, attrs, ws, constant):
     else:
         src = x.reshape(rows, cols)
     tail = y.shape[axis:]
-    g = expanded(np.broadcast_to(scale, tail).reshape(cols), (rows, cols), constant[1])
-    bb = None if b is None else expanded(np.broadcast_to(b, tail).reshape(cols), (rows, cols), constant[2])
+    flat = [None if p is None else np.broadcast_to(p, tail).reshape(cols) for p in (scale, b)]
+    if any(f is not None and not c and not np.shares_memory(f, p)      # a copy made now would
+           for f, p, c in zip(flat, (scale, b), constant[1:3])):      # miss the next run's values
+        return None
+    g = expanded(flat[0], (rows, cols), constant[1])
+    bb = None if b is None else expanded(flat[1], (rows, cols), constant[2])
     w = constant_column(cols, 1.0 / cols, np.float32)
     sq = carve(ws, 0, (rows, cols), np.float32)
     stats = carve(ws, align(rows * cols * 4), (2, rows, 1), np.float32)

@@ -173,3 +173,19 @@ def test_static_mode_blames_an_input_only_when_its_shape_is_open():
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "T"
     with pytest.raises(CompileOptionError, match="input 'x' has shape \\[1, 'T'\\]; fix it with --input-shape"):
         aircc.compile(m, mode="static")
+
+
+@pytest.mark.parametrize("target", ["cpu-avx2", "native"])
+def test_a_scalar_input_reshaped_and_gathered_reads_each_runs_value(target, device):
+    """silero-vad's torch.export: ``Gather(Reshape(sr, [1]), 0) == 16000`` picks the branch.
+    The bound Gather of one index used to keep a copy of the element it read at load
+    (a numpy scalar, not a view): every run compared the first run's garbage."""
+    m = model([helper.make_node("Reshape", ["sr", "shape"], ["r"]),
+               helper.make_node("Gather", ["r", "idx"], ["g"], axis=0),
+               helper.make_node("Add", ["g", "one"], ["y"])],
+              [tensor("sr", [], TensorProto.INT64)], [tensor("y", [], TensorProto.INT64)],
+              [const("shape", np.array([1], np.int64)), const("idx", np.array(0, np.int64)),
+               const("one", np.array(1, np.int64))], opset=18)
+    with aircc.load(aircc.compile(m, mode="static", target=target), device=device) as loaded:
+        for sr in (16000, 8000):
+            assert int(loaded.run({"sr": np.array(sr, np.int64)})["y"]) == sr + 1
