@@ -43,13 +43,18 @@ def _gelu_f32(x: np.ndarray, y: np.ndarray, t: np.ndarray | None = None) -> None
 
 
 def gelu(x: np.ndarray, y: np.ndarray, attrs: dict) -> None:
-    """y = GELU(x), exact (erf) or ``approximate="tanh"``."""
+    """y = GELU(x), exact (erf) or ``approximate="tanh"``; y may be x (a fused activation
+    run after a oneDNN product)."""
     exact = attrs.get("approximate", "none") != "tanh"
+    in_place = np.may_share_memory(x, y)
     if exact and x.dtype == np.float32 and y.dtype == np.float32:
         xf, yf = x.reshape(-1), view(y, (-1,))
         for i in range(0, xf.size, ERF_CHUNK):
-            _gelu_f32(xf[i:i + ERF_CHUNK], yf[i:i + ERF_CHUNK])
+            chunk = xf[i:i + ERF_CHUNK]
+            _gelu_f32(chunk.copy() if in_place else chunk, yf[i:i + ERF_CHUNK])
         return
+    if in_place:                       # every step below reads x after writing y
+        x = x.copy()
     if not exact:
         # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
         np.multiply(x, x, out=y)

@@ -21,6 +21,12 @@ def _topk_kernel(x: np.ndarray, k: int, outs, attrs) -> None:
     else:
         key = x
     idx = np.argsort(key, axis=axis, kind="stable")
+    if largest and x.dtype.kind == "f":
+        # NaN is the largest value (onnx's reference sorts as numpy does, NaN last), but
+        # -NaN sorts last too: move the NaNs to the front, in index order
+        nan = np.take_along_axis(np.isnan(x), idx, axis=axis)
+        if nan.any():
+            idx = np.take_along_axis(idx, np.argsort(~nan, axis=axis, kind="stable"), axis=axis)
     idx = np.take(idx, np.arange(k), axis=axis)
     np.copyto(outs[0], np.take_along_axis(x, idx, axis=axis))
     if len(outs) > 1 and outs[1] is not None:

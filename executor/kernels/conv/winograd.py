@@ -235,12 +235,33 @@ def conv(ins, outs, attrs: dict, t: dict, ws, u: np.ndarray | None = None) -> No
     constant), the weights are transformed on every call."""
     x, y = ins[0], outs[0]
     b = ins[2] if len(ins) > 2 else None
-    if u is None:
-        u = weights(onnx_weights(ins[1], attrs), t["tile"])
-    ws = workspace(ws, t["workspace"])
-    for i in range(t["n"]):
-        run(x[i], u, y[i], b, t["pb"], t, ws)
+    if not np.isfinite(np.add.reduce(x, axis=None)):    # NaN or +-inf in x (or a sum past
+        direct(x, onnx_weights(ins[1], attrs), b, t["pb"], y)          # the float range)
+    else:
+        if u is None:
+            u = weights(onnx_weights(ins[1], attrs), t["tile"])
+        ws = workspace(ws, t["workspace"])
+        for i in range(t["n"]):
+            run(x[i], u, y[i], b, t["pb"], t, ws)
     epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
+
+
+def direct(x: np.ndarray, w: np.ndarray, bias, pb, y: np.ndarray) -> None:
+    """y = conv(x) + bias, the 3x3 stride-1 conv as nine products, one per tap: for an x
+    with NaN or an infinity, where the transforms, which add and subtract a tile's inputs,
+    would make NaN of every output of its tile."""
+    n, c, h, wd = x.shape
+    ho, wo = y.shape[2:]
+    padded = np.zeros((n, c, ho + 2, wo + 2), x.dtype)
+    padded[:, :, pb[0]:pb[0] + h, pb[1]:pb[1] + wd] = x[:, :, :ho + 2 - pb[0], :wo + 2 - pb[1]]
+    acc = np.zeros((n, w.shape[0], ho * wo), y.dtype)
+    for r in range(3):
+        for s in range(3):
+            tap = np.ascontiguousarray(padded[:, :, r:r + ho, s:s + wo]).reshape(n, c, ho * wo)
+            acc += np.matmul(w[:, :, r, s], tap)
+    if bias is not None:
+        acc += bias.reshape(1, -1, 1)
+    np.copyto(y, acc.reshape(y.shape))
 
 
 def prepare(ins, outs, attrs: dict, t: dict, ws, prepared=None):

@@ -187,13 +187,50 @@ ACTIVATIONS = {
 ACTIVATION_SINCE = {"Clip": 6, "HardSwish": 14, "Gelu": 20}
 
 
-def activation_post_op(attrs: dict) -> list[Eltwise]:
-    """The ``fused_activation`` of ``attrs`` as a post-op (none when there is none)."""
+def unfaithful(attrs: dict) -> bool:
+    """Does the ``fused_activation`` post-op differ from ONNX on NaN or an infinity?  Its
+    JIT takes NaN to a bound in ``clip_v2``, ``hardsigmoid`` and a ``relu`` of slope 0
+    (``vmaxps`` / ``vminps``); ``gelu_erf`` makes NaN of +inf.  Finite operands that cannot
+    overflow make none of these (:func:`~.nan.relu_guard`), so the post-op runs there;
+    elsewhere numpy's kernel, after the product (``keep_nan``)."""
     act = attrs.get("fused_activation")
     if not act:
+        return False
+    a = act["attrs"]
+    return act["op"] in ("Clip", "HardSigmoid") or (act["op"] == "LeakyRelu" and not a["alpha"]) \
+        or (act["op"] == "Gelu" and a["approximate"] != "tanh")
+
+
+def activation_post_op(attrs: dict, keep_nan: bool = False) -> list[Eltwise]:
+    """The ``fused_activation`` of ``attrs`` as a post-op: none when there is none, or when
+    ``keep_nan`` and it is :func:`unfaithful` (:func:`activation_after` then runs it)."""
+    act = attrs.get("fused_activation")
+    if not act or (keep_nan and unfaithful(attrs)):
         return []
     alg, alpha, beta = ACTIVATIONS[act["op"]](act["attrs"])
     return [Eltwise(alg, float(alpha), float(beta))]
+
+
+def activation_after(attrs: dict, outs: list, keep_nan: bool = False):
+    """A call running the ``fused_activation`` that no post-op ran (``keep_nan`` and
+    :func:`unfaithful`: numpy's kernel, on the first output in place), or None."""
+    if not (keep_nan and unfaithful(attrs)):
+        return None
+    return numpy_activation(attrs, outs)
+
+
+def then(*calls):
+    """One call making ``calls`` in order (those that are None left out), its ``bound`` the
+    first one's that has one (the bound primitive)."""
+    calls = [c for c in calls if c is not None]
+    if len(calls) == 1:
+        return calls[0]
+
+    def each():
+        for call in calls:
+            call()
+    each.bound = next((c.bound for c in calls if hasattr(c, "bound")), None)  # the primitive
+    return each
 
 
 def numpy_activation(attrs: dict, outs: list):

@@ -4,14 +4,15 @@ The activations are as the graph lays them out (channels-last in a region the co
 planned so, else ONNX's); the weights are ONNX's in the file and reordered once, when
 the task is bound, into the layout the implementation wants (blocked for the AVX-512
 kernels), kept in device memory with the model.  The bias, a residual (``fused_add``)
-and the activation (``fused_relu``) run as the primitive's post-ops, on its output
-while it is in cache.
+and the activation (``fused_relu``, ``fused_activation``) run as the primitive's post-ops,
+on its output while it is in cache; where the operands hold NaN or an infinity, ones that
+keep them (:mod:`.nan`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise, Sum
+from aircc.executor.kernels.dnnl.attr import Attr, Binary, Sum
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.memory import MemoryDesc
 from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
@@ -23,8 +24,9 @@ from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_geometry
 
 from . import DNNL, winograd
-from .common import (NotForDnnl, act, activation_post_op, bind, cached_pd, dnnl_or_twin,
-                     reordered_constant, storage, type_md)
+from .common import (NotForDnnl, act, activation_after, activation_post_op, bind, cached_pd,
+                     dnnl_or_twin, reordered_constant, storage, then, type_md, unfaithful)
+from .nan import norm, relu_guard, relu_ops
 
 FLOATS = ("float32",)
 SPATIAL_RANKS = (1, 2, 3)
@@ -53,16 +55,17 @@ def onnx_weights_md(shape: tuple, dtype, groups: int, transposed: bool) -> Memor
                                    [*strides, *spatial])
 
 
-def post_ops(attrs: dict, dst: MemoryDesc, residual: bool, channels_last: bool) -> list:
-    """The fused epilogue as post-ops: + residual, then Relu.  Channels-first, the residual
-    is copied into the output first and summed there (a binary post-op on NCHW runs
-    oneDNN's reference kernel)."""
+def post_ops(attrs: dict, dst: MemoryDesc, residual: bool, channels_last: bool,
+             keep_nan: bool = False) -> list:
+    """The fused epilogue as post-ops: + residual, then Relu (:func:`~.common.relu_ops`).
+    Channels-first, the residual is copied into the output first and summed there (a binary
+    post-op on NCHW runs oneDNN's reference kernel)."""
     ops = []
     if residual:
         ops.append(Binary("add", dst) if channels_last else Sum())
     if attrs.get("fused_relu"):
-        ops.append(Eltwise("relu"))
-    return ops + activation_post_op(attrs)
+        ops += relu_ops(keep_nan)
+    return ops + activation_post_op(attrs, keep_nan)
 
 
 def _prod(values) -> int:
@@ -88,7 +91,8 @@ class Conv:
     FUSED = ("fused_add", "fused_relu", "fused_activation")
 
     @staticmethod
-    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+    def plan(types: list, attrs: dict, keep_nan: bool = False) -> PrimitiveDesc:
+        """The primitive; ``keep_nan``: its epilogue one that keeps NaN (:mod:`.nan`)."""
         x, w = types[0], types[1]
         if x.dtype not in FLOATS or attrs.get("weight_layout", OIHW) != OIHW:
             raise NotForDnnl(f"{x.dtype} data or weight layout {attrs.get('weight_layout')}")
@@ -108,32 +112,64 @@ class Conv:
             wmd = MemoryDesc.from_tag(conv_weights_dims(o, xs[1], kernel, g), x.dtype, "any")
             bias = MemoryDesc.from_tag((o,), x.dtype, "a") if len(types) > 2 and types[2] else None
             residual = len(types) > 3 and types[3] is not None
-            attr = Attr(post_ops(attrs, dst, residual, cl), scratchpad="user")
+            attr = Attr(post_ops(attrs, dst, residual, cl, keep_nan), scratchpad="user")
             return convolution(src, wmd, dst, bias, strides=strides, pads_begin=pb, pads_end=pe,
                                dilations=dilations, attr=attr)
         work = 2.0 * xs[0] * _prod(out) * o * (xs[1] // g) * _prod(kernel)
-        return cached_pd(_key("conv", types, attrs), make, work)
+        return cached_pd(_key("conv", types, attrs) + (keep_nan,), make, work)
 
     @staticmethod
     def bind_to(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared):
-        x, w, y = ins[0], ins[1], outs[0]
-        cl = is_channels_last(attrs)
-        plain = onnx_weights_md(w.shape, w.dtype, int(attrs.get("group", 1)), transposed=False)
-        weights = _weights(pd, w, plain, constant[1], prepared)
-        args = {Arg.src: act(x, cl), Arg.weights: weights, Arg.dst: act(y, cl)}
-        if len(ins) > 2 and ins[2] is not None:
-            args[Arg.bias] = ins[2]
-        residual = ins[3] if len(ins) > 3 else None
-        if residual is not None and cl:
-            args[post_op_arg(0)] = act(residual, cl)
-        bound = bind(pd, args, ws)
-        if residual is None or cl:
-            return bound
+        """``pd`` bound to the operands; with a fused Relu or an :func:`~.common.unfaithful`
+        activation, the twin that keeps NaN runs instead when the operands could make one
+        (:func:`~.nan.relu_guard`)."""
+        run = _bound(pd, ins, outs, attrs, ws, constant, prepared)
+        if not attrs.get("fused_relu") and not unfaithful(attrs):
+            return run
 
-        def summed(copy=np.copyto):
-            copy(y, residual)
-            bound()
-        return summed
+        def make_slow():
+            types = [None if a is None else TensorType.of(a) for a in ins]
+            return _bound(Conv.plan(types, attrs, keep_nan=True), ins, outs, attrs, ws,
+                          constant, None, keep_nan=True)
+        return relu_guard(run, make_slow, operand_bound(ins, constant))
+
+
+def operand_bound(ins: list, constant: list):
+    """A call bounding every output of Conv(x, w, b) + residual in magnitude by |x| |w| +
+    max |b| + |residual| (2-norms), the constants' part worked out once."""
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    r = ins[3] if len(ins) > 3 else None
+    w_norm = norm(w) if constant[1] else None
+    b_max = None if b is None or not constant[2] else float(np.max(np.abs(b)))
+
+    def bound() -> float:
+        total = norm(x) * (norm(w) if w_norm is None else w_norm)
+        if b is not None:
+            total += float(np.max(np.abs(b))) if b_max is None else b_max
+        return total if r is None else total + norm(r)
+    return bound
+
+
+def _bound(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared, keep_nan=False):
+    x, w, y = ins[0], ins[1], outs[0]
+    cl = is_channels_last(attrs)
+    plain = onnx_weights_md(w.shape, w.dtype, int(attrs.get("group", 1)), transposed=False)
+    weights = _weights(pd, w, plain, constant[1], prepared)
+    args = {Arg.src: act(x, cl), Arg.weights: weights, Arg.dst: act(y, cl)}
+    if len(ins) > 2 and ins[2] is not None:
+        args[Arg.bias] = ins[2]
+    residual = ins[3] if len(ins) > 3 else None
+    if residual is not None and cl:
+        args[post_op_arg(0)] = act(residual, cl)
+    bound = then(bind(pd, args, ws), activation_after(attrs, outs, keep_nan))
+    if residual is None or cl:
+        return bound
+
+    def summed(copy=np.copyto):
+        copy(y, residual)
+        bound()
+    return summed
 
 
 def _weights(pd: PrimitiveDesc, w: np.ndarray, plain: MemoryDesc, constant: bool, prepared):

@@ -14,17 +14,19 @@ from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.ops import TensorType
 
 from . import DNNL
-from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, storage, type_md
+from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, storage, twin_prepare, type_md
+from .nan import nan_twin
 
 #: ONNX op (since) -> (oneDNN algorithm, alpha and beta from the node's attributes).  Not
 #: here: Log, Softplus, Mish and GELU, whose oneDNN approximations are off by up to 1e-3
-#: relative (Softplus even negative far left): numpy's kernels run them.
+#: relative (Softplus even negative far left), and Relu and Exp, which oneDNN's JIT gets
+#: wrong on NaN (``relu`` takes it to 0 with ``vmaxps``, ``exp`` to +inf; oneDNN runs a
+#: Relu that keeps NaN only as post-ops, which its eltwise primitive takes to its reference
+#: kernel) and numpy's kernels run as fast: numpy's kernels run them.
 UNARY = {
-    ("Relu", 1): ("relu", lambda a: (0.0, 0.0)),
     ("LeakyRelu", 1): ("relu", lambda a: (float(a.get("alpha", 0.01)), 0.0)),
     ("Sigmoid", 1): ("logistic", lambda a: (0.0, 0.0)),
     ("Tanh", 1): ("tanh", lambda a: (0.0, 0.0)),
-    ("Exp", 1): ("exp", lambda a: (0.0, 0.0)),
     ("Sqrt", 1): ("sqrt", lambda a: (0.0, 0.0)),
     ("Abs", 1): ("abs", lambda a: (0.0, 0.0)),
     ("Neg", 1): ("linear", lambda a: (-1.0, 0.0)),
@@ -33,6 +35,10 @@ UNARY = {
                                                    float(a.get("beta", 0.5)))),
     ("HardSwish", 14): ("hardswish", lambda a: (1.0 / 6.0, 0.5)),
 }
+#: Those whose oneDNN kernel takes NaN to a bound (``vmaxps`` / ``vminps``): numpy's kernel
+#: runs an input that holds NaN (:func:`~.nan.nan_twin`; numpy's HardSigmoid takes 1.6x
+#: oneDNN's time).
+DROPS_NAN = {"HardSigmoid"}
 #: ONNX binary op (since) -> oneDNN algorithm, and whether the operands commute.
 BINARY = {("Add", 7): ("add", True), ("Sub", 7): ("sub", False), ("Mul", 7): ("mul", True),
           ("Div", 7): ("div", False)}
@@ -65,13 +71,19 @@ def _unary(op: str, since: int, alg: str, params):
             _check(x)
             name = alg
             alpha, beta = params(attrs)
+            if name == "relu" and alpha == 0.0:
+                raise NotForDnnl("a LeakyRelu of slope 0 (oneDNN's takes NaN to 0)")
             return cached_pd(_key(op, types, attrs),
                              lambda: eltwise(type_md(x), type_md(x), name, alpha, beta,
                                              attr=Attr((), scratchpad="user")), 8.0 * x.numel)
 
         @staticmethod
         def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
-            return bind(pd, {Arg.src: act(ins[0]), Arg.dst: act(outs[0])}, ws)
+            run = bind(pd, {Arg.src: act(ins[0]), Arg.dst: act(outs[0])}, ws)
+            if op not in DROPS_NAN:
+                return run
+            return nan_twin(run, ins[0], lambda: twin_prepare(op, since, "", ins, outs, attrs, {},
+                                                              ws, constant, prepared))
     Unary.__name__ = Unary.__qualname__ = op
     return Unary
 

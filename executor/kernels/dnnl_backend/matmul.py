@@ -2,7 +2,8 @@
 head permutations ``perm_a`` / ``perm_b`` / ``perm_y`` as strided views) and Gemm.
 
 The epilogue the compiler fused (``fused_scale``, ``fused_add``, ``fused_relu``) runs as
-post-ops in that order.  A constant weight matrix (one for the whole batch) that does not
+post-ops in that order (where the operands hold NaN or an infinity, a Relu and activation
+that keep them: :mod:`.nan`).  A constant weight matrix (one for the whole batch) that does not
 lie row by row, such as a transposed Linear weight (``Gemm`` with ``transB``, as torch
 exports them), is reordered once, when the task is bound, into the layout the
 implementation packs it in (the primitive ``packed``, made beside the plain one; the
@@ -30,8 +31,9 @@ from aircc.executor.kernels.gemm import permuted_views
 from aircc.ops import TensorType
 
 from . import DNNL
-from .common import (NotForDnnl, activation_post_op, bind, cached_pd, dnnl_or_twin,
-                     reordered_constant, storage)
+from .common import (NotForDnnl, activation_after, activation_post_op, bind, cached_pd,
+                     dnnl_or_twin, reordered_constant, storage, then, unfaithful)
+from .nan import norm, relu_guard, relu_ops
 
 FLOATS = ("float32",)
 
@@ -66,7 +68,7 @@ def _views(a: np.ndarray, b: np.ndarray, y: np.ndarray, attrs: dict):
 
 
 def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
-          key: tuple) -> PrimitiveDesc:
+          key: tuple, keep_nan: bool = False) -> PrimitiveDesc:
     if a.dtype.name not in FLOATS or b.dtype != a.dtype:
         raise NotForDnnl(f"{a.dtype} @ {b.dtype}")
     rank = y.ndim
@@ -82,8 +84,10 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
             raise NotForDnnl(f"an addend of shape {addend.shape} for {y.shape}")
         ops.append(Binary("add", _padded(md_of(addend), rank)))
     if attrs.get("fused_relu"):
-        ops.append(Eltwise("relu"))
-    ops += activation_post_op(attrs)
+        ops += relu_ops(keep_nan)
+    if attrs.get("fused_relu") or unfaithful(attrs):
+        key += (keep_nan,)
+    ops += activation_post_op(attrs, keep_nan)
     work = 2.0 * y.size * a.shape[-1]
     pd = cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")), work)
     if not hasattr(pd, "packed"):
@@ -151,7 +155,8 @@ class MatMul:
     FUSED = ("fused_scale", "fused_add", "fused_relu", "fused_activation")
 
     @staticmethod
-    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+    def plan(types: list, attrs: dict, keep_nan: bool = False) -> PrimitiveDesc:
+        """The primitive; ``keep_nan``: its epilogue one that keeps NaN (:mod:`.nan`)."""
         a, b, _ = permuted_views(attrs, _shell(types[0]), _shell(types[1]), _shell(types[0]))
         if a.ndim < 2 or b.ndim < 2:
             raise NotForDnnl("a 1-D operand")
@@ -161,19 +166,51 @@ class MatMul:
         a, b, y = _views(_shell(types[0]), _shell(types[1]),
                          _shell(TensorType(types[0].dtype, stored)), attrs)
         addend = _shell(types[2]) if len(types) > 2 and types[2] is not None else None
-        return _plan(a, b, y, addend, attrs, _key("matmul", (a, b, y, addend), attrs))
+        return _plan(a, b, y, addend, attrs, _key("matmul", (a, b, y, addend), attrs), keep_nan)
 
     @staticmethod
     def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
-        a, b, y = _views(ins[0], ins[1], outs[0], attrs)
-        addend = ins[2] if len(ins) > 2 and ins[2] is not None else None
-        pd, weights = _weights(pd, b, constant[1], prepared)
-        args = {Arg.src: storage_view(a, pd.src_md()), Arg.weights: weights,
-                Arg.dst: storage_view(y, pd.dst_md())}
+        """``pd`` bound to the operands; with a fused Relu or an :func:`~.common.unfaithful`
+        activation, the twin that keeps NaN runs instead when the operands could make one
+        (:func:`~.nan.relu_guard`)."""
+        run = _bound(pd, ins, outs, attrs, ws, constant, prepared)
+        if not attrs.get("fused_relu") and not unfaithful(attrs):
+            return run
+
+        def make_slow():
+            types = [None if v is None else TensorType.of(v) for v in ins]
+            return _bound(MatMul.plan(types, attrs, keep_nan=True), ins, outs, attrs, ws,
+                          constant, None, keep_nan=True)
+        return relu_guard(run, make_slow, product_bound(ins, constant, attrs))
+
+
+def product_bound(ins: list, constant: list, attrs: dict):
+    """A call bounding every entry of (a @ b) * scale + addend in magnitude by |a| |b| |scale|
+    + |addend| (2-norms), the constants' part worked out once."""
+    a, b = ins[0], ins[1]
+    addend = ins[2] if len(ins) > 2 else None
+    scale = abs(float(attrs.get("fused_scale", 1.0)))
+    b_norm = norm(b) if constant[1] else None
+    c_norm = norm(addend) if addend is not None and constant[2] else None
+
+    def bound() -> float:
+        total = norm(a) * (norm(b) if b_norm is None else b_norm) * scale
         if addend is not None:
-            args[post_op_arg(1 if "fused_scale" in attrs else 0)] = storage_view(
-                addend, pd.arg_md(post_op_arg(1 if "fused_scale" in attrs else 0)))
-        return bind(pd, args, ws)
+            total += norm(addend) if c_norm is None else c_norm
+        return total
+    return bound
+
+
+def _bound(pd, ins, outs, attrs, ws, constant, prepared, keep_nan=False):
+    a, b, y = _views(ins[0], ins[1], outs[0], attrs)
+    addend = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    pd, weights = _weights(pd, b, constant[1], prepared)
+    args = {Arg.src: storage_view(a, pd.src_md()), Arg.weights: weights,
+            Arg.dst: storage_view(y, pd.dst_md())}
+    if addend is not None:
+        args[post_op_arg(1 if "fused_scale" in attrs else 0)] = storage_view(
+            addend, pd.arg_md(post_op_arg(1 if "fused_scale" in attrs else 0)))
+    return then(bind(pd, args, ws), activation_after(attrs, outs, keep_nan))
 
 
 def storage_view(view: np.ndarray, md: MemoryDesc) -> Memory:

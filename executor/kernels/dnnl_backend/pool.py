@@ -14,7 +14,8 @@ from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_attrs, window_geometry
 
 from . import DNNL
-from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, type_md
+from .common import NotForDnnl, act, bind, cached_pd, dnnl_or_twin, then, twin_prepare, type_md
+from .nan import nan_channels, nan_rows, nan_twin, norm_relu
 
 USER = "user"
 
@@ -85,8 +86,15 @@ class MaxPool:
 
     @staticmethod
     def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
-        cl = is_channels_last(attrs)
-        return bind(pd, {Arg.src: act(ins[0], cl), Arg.dst: act(outs[0], cl)}, ws)
+        """oneDNN's max pool, or numpy's where the input holds NaN (:func:`~.nan.nan_twin`)."""
+        run = _bind_pool(pd, ins, outs, attrs, ws, constant, prepared)
+        return nan_twin(run, ins[0], lambda: twin_prepare(
+            "MaxPool", 1, "", ins, outs, attrs, {}, ws, constant, prepared))
+
+
+def _bind_pool(pd, ins, outs, attrs, ws, constant, prepared):
+    cl = is_channels_last(attrs)
+    return bind(pd, {Arg.src: act(ins[0], cl), Arg.dst: act(outs[0], cl)}, ws)
 
 
 @DNNL.kernel("AveragePool", 1, channels_last=True)
@@ -96,7 +104,7 @@ class AveragePool:
     def plan(types: list, attrs: dict) -> PrimitiveDesc:
         return _window(types, attrs, "AveragePool")
 
-    bind_to = MaxPool.bind_to
+    bind_to = staticmethod(_bind_pool)
 
 
 def _global(op: str, alg: str):
@@ -112,7 +120,11 @@ def _global(op: str, alg: str):
             return _pool_pd(op, types, attrs, alg, sp, [1] * n, [0] * n, [0] * n, [1] * n,
                             [1] * n)
 
-        bind_to = MaxPool.bind_to
+        @staticmethod
+        def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
+            run = _bind_pool(pd, ins, outs, attrs, ws, constant, prepared)
+            return then(run, nan_channels(ins[0], outs[0], is_channels_last(attrs))
+                        if alg == "max" else None)
     Global.__name__ = Global.__qualname__ = op
     return Global
 
@@ -124,30 +136,35 @@ GlobalMaxPool = _global("GlobalMaxPool", "max")
 @DNNL.kernel("BatchNormalization", 1, channels_last=True)
 @dnnl_or_twin("BatchNormalization", 1)
 class BatchNormalization:
-    """Inference with the given statistics; ``fused_relu`` in the same pass."""
+    """Inference with the given statistics; ``fused_relu`` in the same pass (oneDNN's
+    ``fuse_norm_relu``, which takes NaN to 0: where an operand could make one, the batch
+    norm without it runs, then numpy's Relu, :func:`~.common.relu_guard`)."""
 
     FUSED = ("fused_relu",)
 
     @staticmethod
-    def plan(types: list, attrs: dict) -> PrimitiveDesc:
+    def plan(types: list, attrs: dict, keep_nan: bool = False) -> PrimitiveDesc:
         x = types[0]
         _float32(x)
         if any(t is not None and t.dtype != "float32" for t in types[1:5]) or len(types) < 5 \
                 or attrs.get("training_mode"):
             raise NotForDnnl("statistics not float32, or training mode")
         cl = is_channels_last(attrs)
+        relu = bool(attrs.get("fused_relu")) and not keep_nan
 
         def make():
             return batch_norm(type_md(x, cl), type_md(x, cl), epsilon=attrs.get("epsilon", 1e-5),
-                              relu=bool(attrs.get("fused_relu")), attr=Attr((), scratchpad=USER))
-        return cached_pd(_key("bnorm", types, attrs), make, 8.0 * x.numel)
+                              relu=relu, attr=Attr((), scratchpad=USER))
+        return cached_pd(_key("bnorm", types, attrs) + (relu,), make, 8.0 * x.numel)
 
     @staticmethod
     def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
-        x, scale, shift, mean, var = ins[:5]
-        cl = is_channels_last(attrs)
-        return bind(pd, {Arg.src: act(x, cl), Arg.scale: scale, Arg.shift: shift, Arg.mean: mean,
-                         Arg.variance: var, Arg.dst: act(outs[0], cl)}, ws)
+        def bound(pd):
+            x, scale, shift, mean, var = ins[:5]
+            cl = is_channels_last(attrs)
+            return bind(pd, {Arg.src: act(x, cl), Arg.scale: scale, Arg.shift: shift,
+                             Arg.mean: mean, Arg.variance: var, Arg.dst: act(outs[0], cl)}, ws)
+        return norm_relu(BatchNormalization, bound, pd, ins, attrs, outs, 5)
 
 
 @DNNL.kernel("LayerNormalization", 17)
@@ -185,7 +202,7 @@ class LayerNormalization:
         shift = ins[2] if len(ins) > 2 and ins[2] is not None else np.zeros_like(ins[1])
         args = {Arg.src: act(y if src else ins[0]), Arg.scale: ins[1], Arg.shift: shift,
                 Arg.dst: act(y)}
-        return _then(src, bind(pd, args, ws))
+        return then(src, bind(pd, args, ws))
 
 
 def _summed(types: list, attrs: dict, index: int) -> TensorType:
@@ -202,16 +219,6 @@ def _summed(types: list, attrs: dict, index: int) -> TensorType:
 def _add_into(x: np.ndarray, other: np.ndarray, y: np.ndarray):
     """A call writing x + other into y (the fused residual), or None."""
     return lambda add=np.add: add(x, other, out=y)
-
-
-def _then(first, then):
-    if first is None:
-        return then
-
-    def both():
-        first()
-        then()
-    return both
 
 
 def _softmax(op: str, since: int, log: bool):
@@ -238,7 +245,8 @@ def _softmax(op: str, since: int, log: bool):
         def bind_to(pd, ins, outs, attrs, ws, constant, prepared):
             y = outs[0]
             src = _add_into(ins[0], ins[1], y) if attrs.get("fused_add") else None
-            return _then(src, bind(pd, {Arg.src: act(y if src else ins[0]), Arg.dst: act(y)}, ws))
+            run = bind(pd, {Arg.src: act(y if src else ins[0]), Arg.dst: act(y)}, ws)
+            return then(src, run, nan_rows(y, int(attrs.get("axis", -1 if since >= 13 else 1))))
     Softmax.__name__ = Softmax.__qualname__ = f"{op}{since}"
     return Softmax
 

@@ -99,7 +99,7 @@ def transforms() -> dict | None:
     out = {}
     for m in (2, 4):
         fin, fout = lib[f"aircc_winograd_input_f{m}"], lib[f"aircc_winograd_output_f{m}"]
-        fin.argtypes, fin.restype = _INPUT_ARGS, None
+        fin.argtypes, fin.restype = _INPUT_ARGS, ctypes.c_int
         fout.argtypes, fout.restype = _OUTPUT_ARGS, None
         out[m] = (fin, fout)
     return out
@@ -231,9 +231,12 @@ def tiling(types: list, attrs: dict, direct: dict) -> dict | None:
             "impl": f"winograd F({g.m}x{g.m}, 3x3) + {plan.matmul.impl}"}
 
 
-def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None):
+def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None, direct=None):
     """The bound run of a conv whose tiling chose Winograd, or None (weights not constant,
-    operands not as planned, the C module missing here): the direct kernel then runs."""
+    operands not as planned, the C module missing here): the direct kernel then runs.  A run
+    whose input holds NaN or an infinity (the input transform says so) calls ``direct()``,
+    the bound direct kernel, instead: the transforms mix a tile's inputs, so an infinity
+    would make NaN of all its outputs."""
     fns = transforms()
     m = tiling.get("winograd")
     if fns is None or m not in fns or not constant[1] or ws is None:
@@ -276,7 +279,9 @@ def prepare(ins, outs, attrs: dict, tiling: dict, ws, constant, prepared=None):
 
     def run(keep=keep):
         n = min(team, worker_cpus())         # the matmul's team, as bind() sizes it
-        fin(*in_args, n)
+        if not fin(*in_args, n) and direct is not None:
+            direct()
+            return
         products()
         fout(*out_args, n)
     return run
@@ -294,7 +299,13 @@ def offered(cls):
 
     def prepare_(ins, outs, attrs, tiling, ws, constant, prepared=None):
         if tiling.get("winograd"):
-            run = prepare(ins, outs, attrs, tiling, ws, constant, prepared)
+            bound: list = []
+
+            def direct():          # bound when first needed, its weights a copy of its own
+                if not bound:
+                    bound.append(direct_prepare(ins, outs, attrs, tiling, ws, constant, None))
+                bound[0]()
+            run = prepare(ins, outs, attrs, tiling, ws, constant, prepared, direct)
             if run is not None:
                 return run
         return direct_prepare(ins, outs, attrs, tiling, ws, constant, prepared)

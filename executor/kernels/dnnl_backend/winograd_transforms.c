@@ -2,7 +2,11 @@
  * for aircc's oneDNN backend (executor/kernels/dnnl_backend/winograd.py), which runs the
  * products in between as one batched oneDNN matmul.
  *
- *   input:  x (N, H, W, C)  ->  V (a*a, T, C)      V[f] = B^T d B per tile d (a x a)
+ *   input:  x (N, H, W, C)  ->  V (a*a, T, C)      V[f] = B^T d B per tile d (a x a);
+ *           returns 0 when x holds NaN or an infinity (then the caller runs the direct
+ *           convolution: the transforms add and subtract a tile's inputs, so one infinity
+ *           would make NaN of the whole tile, where the direct sums give +-inf or keep
+ *           finite outputs beside it)
  *   output: Mo (a*a, T, K)  ->  y (N, Ho, Wo, K)   y = A^T Mo A + bias (+ residual) (Relu)
  *
  * with a = m + 2 and T = N * th * tw tiles of m x m outputs.  The a*a planes of V and Mo
@@ -29,15 +33,16 @@
 #endif
 
 #define INPUT_TRANSFORM(NAME, A, M)                                                         \
-    CLONES void NAME(const float *restrict x, int n_img, int h_in, int w_in, int c_in,     \
-                     int pad_top, int pad_left, int th, int tw, const float *restrict bt,  \
-                     long v_plane, float *restrict v, int threads)                          \
+    CLONES int NAME(const float *restrict x, int n_img, int h_in, int w_in, int c_in,      \
+                    int pad_top, int pad_left, int th, int tw, const float *restrict bt,   \
+                    long v_plane, float *restrict v, int threads)                           \
     {                                                                                       \
-        _Pragma("omp parallel for collapse(3) schedule(static) num_threads(threads) if(threads > 1)") \
+        int nonfinite = 0;                                                                  \
+        _Pragma("omp parallel for collapse(3) schedule(static) num_threads(threads) if(threads > 1) reduction(|:nonfinite)") \
         for (int n = 0; n < n_img; n++)                                                     \
             for (int i = 0; i < th; i++)                                                    \
                 for (int j = 0; j < tw; j++) {                                              \
-                    float d[A][A][CB], t[A][A][CB];                                         \
+                    float d[A][A][CB], t[A][A][CB], z[CB] = {0.f};                          \
                     const long tile = ((long)n * th + i) * tw + j;                          \
                     for (int c0 = 0; c0 < c_in; c0 += CB) {                                 \
                         const int cb = c_in - c0 < CB ? c_in - c0 : CB;                     \
@@ -51,7 +56,10 @@
                                 } else {                                                    \
                                     const float *src =                                      \
                                         x + (((long)n * h_in + h) * w_in + w) * c_in + c0;  \
-                                    for (int c = 0; c < cb; c++) dst[c] = src[c];           \
+                                    for (int c = 0; c < cb; c++) {  /* x - x: 0 or NaN */   \
+                                        dst[c] = src[c];                                    \
+                                        z[c] += src[c] - src[c];                            \
+                                    }                                                       \
                                 }                                                           \
                             }                                                               \
                         }                                                                   \
@@ -74,7 +82,9 @@
                                 }                                                           \
                             }                                                               \
                     }                                                                       \
+                    for (int c = 0; c < CB; c++) nonfinite |= z[c] != 0.f;                  \
                 }                                                                           \
+        return !nonfinite;                                                                  \
     }
 
 #define OUTPUT_TRANSFORM(NAME, A, M)                                                        \
