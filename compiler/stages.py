@@ -165,9 +165,10 @@ def choose_mode(graph: Graph, requested: str) -> str:
 
 
 def _regions(graph: Graph):
+    """``graph`` and every body that can run (``Node.live_regions``)."""
     yield graph
     for n in graph.nodes:
-        for r in n.regions:
+        for r in n.live_regions:
             yield from _regions(r)
 
 

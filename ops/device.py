@@ -65,6 +65,8 @@ CONTROL_KERNELS = (
     ("LoopFinish", False, "A Loop's (or Scan's) results from its carried values."),
     ("IfInit", False, "Defines an If's results, which the branch taken fills."),
     ("BranchOut", True, "The results of the branch taken, copied into the If's results."),
+    ("BranchFail", True, "A branch that cannot run with the shapes compiled for: the run fails, "
+                         "saying why (``message``)."),
     ("ScanInit", False, "A Scan's iteration, length, states and output buffers, set."),
     ("ScanSlice", True, "Slice t of every scan input, for the body."),
     ("ScanUpdate", True, "The body's scan values into slice t of the outputs; the states; t + 1."),

@@ -51,6 +51,13 @@ class Node:
         do not cover this use of its op (``meta["impl"]``), or its op has none."""
         return self.meta.get("impl") == "fallback" or not node_def(self).native
 
+    @property
+    def live_regions(self) -> list["Graph"]:
+        """Its bodies but an If's branch that cannot run with the shapes compiled for
+        (``meta["infeasible_branch"]``, set by shape inference): nothing there is planned."""
+        dead = self.meta.get("infeasible_branch")
+        return [r for r in self.regions if r.meta.get("attribute") != dead]
+
     def is_plain(self, op: str) -> bool:
         """A default-domain ``op`` node run by its native kernel: what fusions rewrite."""
         return self.op == op and not self.domain and self.meta.get("impl") != "fallback"

@@ -71,7 +71,7 @@ def dynamic_shape_origin(graph: Graph) -> str | None:
 
 def _origin_in(graph: Graph, scope: dict[str, TensorType]) -> str | None:
     for node in graph.nodes:
-        for r in node.regions:
+        for r in node.live_regions:
             inner = _origin_in(r, {**scope, **r.types}) if all(
                 _static(r, i, {**scope, **r.types}) for i in r.inputs) else None
             if inner:

@@ -18,7 +18,8 @@ body's nodes are spliced into the task lists between control tasks::
       all: label EXIT
       h: LoopFinish                      loop results <- carried
 
-If is a switch on its condition with the else branch behind a label; Scan is
+If is a switch on its condition with the else branch behind a label (a branch that
+cannot run with the shapes compiled for is one ``BranchFail`` task); Scan is
 a loop over the scan length with ScanSlice / ScanUpdate around the body.
 Every iteration ends with all body streams joined on h, so buffers inside a
 body may be reused along one iteration's happens-before.  Values from outside
@@ -52,8 +53,6 @@ def static_control_flow_problem(graph: Graph) -> str | None:
                         f"known at run time")
         if node.op == "Scan" and node.version < 9:
             return f"node '{node.name}' (Scan-{node.version}) has batch semantics"
-        if node.op == "If" and "infeasible_branch" in node.meta:
-            return f"node '{node.name}' (If): {node.meta['infeasible_branch']}"
     return None
 
 
@@ -130,7 +129,11 @@ class _Expander:
     def lower_if(self, c: Node) -> list[Node]:
         h, name = c.meta["stream"], c.name
         then_b, else_b = region(c, "then_branch"), region(c, "else_branch")
-        then_nodes, else_nodes = self.body(then_b, h), self.body(else_b, h)
+        dead = c.meta.get("infeasible_branch")
+        then_nodes, else_nodes = (
+            [self.node("BranchFail", [], [], h, f"{name}#{attr.split('_')[0]}_fail",
+                       message=c.meta["infeasible_reason"])] if attr == dead else self.body(b, h)
+            for attr, b in (("then_branch", then_b), ("else_branch", else_b)))
         others = self.streams_of(then_nodes + else_nodes, h)
         every = [h, *others]
         else_l, end_l = self.label(), self.label()
@@ -143,8 +146,9 @@ class _Expander:
                 seq += [self.node(device.LABEL, [], [], s, f"{name}#else{s}", label=else_l) for s in every]
             seq += nodes
             seq += self.fan_in(h, self.streams_of(nodes, h), name)
-            seq.append(self.node("BranchOut", [*branch.outputs, *c.outputs], [], h,
-                                 f"{name}#{tag}_out"))
+            if f"{tag}_branch" != dead:          # a dead branch's task fails the run first
+                seq.append(self.node("BranchOut", [*branch.outputs, *c.outputs], [], h,
+                                     f"{name}#{tag}_out"))
             if tag == "then":
                 seq += [self.node(device.GOTO, [], [], s, f"{name}#goto{s}", label=end_l) for s in every]
         seq += [self.node(device.LABEL, [], [], s, f"{name}#end{s}", label=end_l) for s in every]

@@ -12,9 +12,10 @@ runs; the other branch is dead (the next ``fold-constants`` inlines the live one
 may not even type with these shapes, as when an exporter writes "squeeze this dim if
 it is 1" as an If on a shape.  When the condition is only known at run time and one
 branch cannot type with the shapes given, that branch can never run without an error:
-the If takes the other branch's types and records why (``meta["infeasible_branch"]``;
-static mode cannot lower it, dynamic mode fails at run time if it is taken, as
-onnxruntime does).
+the If takes the other branch's types and records which and why
+(``meta["infeasible_branch"]``, ``meta["infeasible_reason"]``): static mode lowers it to
+a task that fails the run, dynamic mode fails at InferShape if it is taken, as
+onnxruntime does.
 """
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ def taken_branch(node: Node, values: Mapping) -> str | None:
 def infer_if(graph: Graph, node: Node, scope: dict, infer, values: Mapping) -> list[TensorType]:
     taken = taken_branch(node, values)
     node.meta.pop("infeasible_branch", None)
+    node.meta.pop("infeasible_reason", None)
     types: dict[str, list] = {}
     failed: dict[str, ShapeInferenceError] = {}
     for attr in ("then_branch", "else_branch"):
@@ -92,9 +94,9 @@ def infer_if(graph: Graph, node: Node, scope: dict, infer, values: Mapping) -> l
             _type_rest_unknown(body)
     if taken is None and failed:
         (attr, e), = failed.items()
-        node.meta["infeasible_branch"] = (f"its {attr.replace('_', ' ')} cannot run with these "
-                                          f"shapes ({e.message}) and its condition is only known "
-                                          f"at run time")
+        node.meta["infeasible_branch"] = attr
+        node.meta["infeasible_reason"] = (f"node '{node.name}' (If): its {attr.replace('_', ' ')} "
+                                          f"cannot run with the shapes compiled for ({e.message})")
     then_t, else_t = types.get("then_branch"), types.get("else_branch")
     live = [t for t in (types.get(taken) if taken else None, then_t, else_t) if t is not None]
     if len(live[0]) != len(node.outputs) or (then_t and else_t and len(then_t) != len(else_t)):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.errors import ShapeInferenceError
+
 from .numpy_backend import NUMPY
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -90,6 +92,15 @@ class BranchOut:
         staged = [np.array(v) for v in ins[:n]]
         for dst, v in zip(ins[n:], staged):
             np.copyto(dst, v)
+
+
+@_control("BranchFail")
+class BranchFail:
+    """A branch the compiler found cannot run with the shapes compiled for: fails the run
+    with what it found (as InferShape would in dynamic mode)."""
+    @staticmethod
+    def kernel(ins, outs, attrs, tiling, ws):
+        raise ShapeInferenceError(attrs["message"])
 
 
 @_control("ScanInit")
