@@ -24,8 +24,9 @@ TYPES = {"bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "in
 #: Ops with a native kernel the sweep builds no generic model for, with the reason.
 SKIPPED_OPS: dict[str, str] = {op: "optional values (host only): tests/e2e/test_sequences.py"
                                for op in ("Optional", "OptionalHasElement", "OptionalGetElement")}
+SKIPPED_OPS["SimplifiedLayerNormalization"] = "onnxruntime's, no onnx schema: tests/unit/kernels/test_contrib_kernels.py"
 #: Ops whose main type constraint is not the first input's with several types.
-MAIN_CONSTRAINT = {"OneHot": "T3"}
+MAIN_CONSTRAINT = {"OneHot": "T3", "DynamicQuantizeLinear": "T1"}
 
 #: Value domains: positive, inside (-1, 1), at least 1.
 POSITIVE = {"Log", "Sqrt", "Reciprocal", "ReduceLogSum", "ReduceL2", "Pow"}
@@ -198,6 +199,8 @@ def _fill(op: str, s: Spec) -> None:
         s.feed(data(s.rng, s.dtype, (m, k))).feed(data(s.rng, s.dtype, (k, n)))
         if op == "Gemm":
             s.const(data(s.rng, s.dtype, (n,)))
+    elif op in QUANTIZED:
+        _fill_quantized(op, s)
     elif op == "OneHot":
         s.feed(i64([0, 2, 1, -1])).const(i64(3)).const(s.t([0, 1]))
     elif op == "PRelu":
@@ -228,6 +231,39 @@ def _fill(op: str, s: Spec) -> None:
         s.feed(s.rng.random(s.shape((3, 4))) < 0.5).x((2, 3, 4)).x((3, 4))
     else:
         raise KeyError(op)
+
+
+#: The quantization ops: their inputs come from :func:`_fill_quantized`.
+QUANTIZED = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearMatMul",
+             "MatMulInteger", "QLinearConv", "ConvInteger")
+
+
+def _fill_quantized(op: str, s: Spec) -> None:
+    """A quantization op of ``s.dtype`` (the float of Q, the integer of the others), its
+    scales float32, its zero points the integer type's."""
+    f32 = lambda v: np.asarray(v, np.float32)          # noqa: E731
+    if op == "QuantizeLinear":
+        s.x().const(f32(0.05)).const(np.asarray(3, np.uint8))
+    elif op == "DequantizeLinear":
+        s.x().const(f32(0.5)).const(s.t(1))
+    elif op == "DynamicQuantizeLinear":
+        s.x((3, 4)).n_out = 3
+    elif op in ("QLinearMatMul", "MatMulInteger"):
+        m, k, n = (64, 48, 32) if s.big else (2, 3, 4)
+        a, b = data(s.rng, s.dtype, (m, k)), data(s.rng, s.dtype, (k, n))
+        if op == "MatMulInteger":
+            s.feed(a).feed(b).const(s.t(1)).const(s.t(2))
+        else:
+            s.feed(a).const(f32(0.02)).const(s.t(1)).const(b).const(f32(0.03)).const(s.t(2))
+            s.const(f32(0.01)).const(s.t(0))
+    else:
+        w = (12, 8, 3, 3) if s.big else (3, 2, 3, 3)
+        x, wv = s.x((1, 2, 5, 5)), data(s.rng, s.dtype, w)
+        if op == "ConvInteger":
+            x.const(wv).const(s.t(1)).const(s.t(0))
+        else:
+            x.const(f32(0.02)).const(s.t(1)).const(wv).const(f32(0.03)).const(s.t(0))
+            x.const(f32(0.05)).const(s.t(2)).const(np.arange(w[0], dtype=np.int32))
 
 
 #: Ops (or (op, type) pairs) whose reference implementation in onnx is wrong where the sweep

@@ -66,11 +66,14 @@ def _shapes_declared(model: onnx.ModelProto):
             t.ClearField("shape")
 
 
-#: onnxruntime's contrib ops in the default domain (it registered them there before ONNX
-#: had them, and its transformer optimizer writes them there): op -> the last opset of the
-#: default domain at which the op is onnxruntime's (None: every one, ONNX has no such op).
-#: The onnx checker knows none of them; aircc defines them (``ops/defs/contrib_norm.py``).
-ORT_DEFAULT_DOMAIN_OPS = {"LayerNormalization": 16, "SimplifiedLayerNormalization": None}
+#: onnxruntime's contrib ops in the default domain that the onnx checker refuses (it
+#: registered them there before ONNX had them; its transformer optimizer writes the first
+#: two): op -> the last opset of the default domain at which the op is onnxruntime's (None:
+#: every one, ONNX has no such op).  Its others there are ONNX's old experimental ops,
+#: which the checker still knows.  aircc defines all but MeanVarianceNormalization
+#: (``ops/defs/contrib_norm.py``, ``contrib_activation.py``).
+ORT_DEFAULT_DOMAIN_OPS = {"LayerNormalization": 16, "SimplifiedLayerNormalization": None, "ThresholdedRelu": 9,
+                          "MeanVarianceNormalization": 8}
 #: The domain the checker sees those nodes in while it runs: onnxruntime's own, whose ops it
 #: does not check.
 ORT_CONTRIB_DOMAIN = "com.microsoft"
@@ -98,14 +101,17 @@ def _ort_default_domain_ops_aside(model: onnx.ModelProto):
     added = bool(nodes) and not any(o.domain == ORT_CONTRIB_DOMAIN for o in model.opset_import)
     if added:
         model.opset_import.append(helper.make_opsetid(ORT_CONTRIB_DOMAIN, 1))
-    domains = [n.domain for n in nodes]
+    domains = [n.domain if n.HasField("domain") else None for n in nodes]
     for n in nodes:
         n.domain = ORT_CONTRIB_DOMAIN
     try:
         yield
     finally:
         for n, domain in zip(nodes, domains):
-            n.domain = domain
+            if domain is None:
+                n.ClearField("domain")
+            else:
+                n.domain = domain
         if added:
             del model.opset_import[-1]
 

@@ -19,9 +19,10 @@ from . import (eliminate_dead_code, fold_batchnorm, fold_constants, fuse_add_lay
                fuse_matmul_transpose, fuse_softmax_matmul, infer_shapes, mask_fill_to_add, pack_weights,
                plan_layouts, pull_matmul_scales, push_bn_scale, push_matmul_scale, remove_identity,
                reorder_pool_conv, resolve_shape_values, sink_expand)
+from . import lower_contrib  # noqa: F401
 from .base import PASSES, PassInfo
 
-DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "fold-constants", "remove-identity", "dce",
+DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "lower-contrib", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "resolve-shape-values", "fold-constants", "fold-batchnorm",
                     "pull-matmul-scales", "mask-fill-to-add", "fuse-add-softmax", "fuse-gelu", "fuse-epilogues", "push-matmul-scale",
                     "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "sink-expand", "push-bn-scale",

@@ -19,7 +19,10 @@ from aircc.ops.backend import KernelBackend
 #: The modules of this package that register kernels, imported when the backend loads.
 KERNEL_MODULES = ("elementwise", "binary", "gelu", "softmax", "reduce", "gemm", "attention",
                   "fused", "conv", "pool", "norm", "spatial", "shape_ops", "movement",
-                  "constant", "misc", "control_tasks", "rnn", "ml", "scatter", "optional")
+                  "constant", "misc", "control_tasks", "rnn", "ml", "scatter", "optional",
+                  "quant_linear", "quant_gemm", "quant_nbits", "quant_conv", "quant_pool",
+                  "quant_elementwise", "quant_rnn", "quant_attention")
+KERNEL_MODULES += ("contrib_activation", "contrib_norm", "contrib_matmul", "contrib_attention", "contrib_gqa", "contrib_position")
 
 
 def _load_kernels() -> None:

@@ -14,7 +14,8 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(0)
-COVERED: set[tuple[str, int]] = set()   # (op, since) pairs whose kernels ran
+#: (op, since) pairs whose kernels ran; (domain, op, since) for an op of another domain.
+COVERED: set[tuple] = set()
 BACKEND = kernel_backend("numpy")
 #: Tilings are computed for one fixed target, whatever machine runs the tests.
 TARGET = resolve_target("cpu-avx2")
@@ -45,18 +46,19 @@ def attr_values(node: onnx.NodeProto) -> dict:
     return out
 
 
-def one_node_model(op_type, inputs, attrs, opset, n_out):
+def one_node_model(op_type, inputs, attrs, opset, n_out, domain=""):
     names = [f"x{i}" if a is not None else "" for i, a in enumerate(inputs)]
     while names and names[-1] == "":
         names.pop()
     node = helper.make_node(op_type, names, [f"y{j}" for j in range(n_out)], name="n0",
-                            **(attrs or {}))
+                            domain=domain or None, **(attrs or {}))
     vi = [helper.make_tensor_value_info(
         n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
         for n, a in zip(names, inputs) if n]
     outs = [helper.make_empty_tensor_value_info(f"y{j}") for j in range(n_out)]
     graph = helper.make_graph([node], "g", vi, outs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]
+                              + ([helper.make_opsetid(domain, 1)] if domain else []))
     model.ir_version = 8
     return model, node
 
@@ -86,14 +88,17 @@ def garbage(t: TensorType) -> np.ndarray:
     return a
 
 
-def run_ours(op_type, inputs, attrs=None, opset=13, n_out=1, node=None):
-    """Infer, tile and run our kernel; returns (output types, outputs)."""
+def run_ours(op_type, inputs, attrs=None, opset=13, n_out=1, node=None, domain=""):
+    """Infer, tile and run our kernel (of the op of ``domain``: at its opset 1); returns
+    (output types, outputs)."""
     if node is None:
-        _, node = one_node_model(op_type, inputs, attrs, opset, n_out)
+        _, node = one_node_model(op_type, inputs, attrs, opset, n_out, domain)
     at = attr_values(node)
-    definition = op_def(op_type, opset)
-    impl = BACKEND.impl(op_type, opset)
-    COVERED.add((definition.name, definition.since))
+    version = 1 if domain else opset
+    definition = op_def(op_type, version, domain)
+    impl = BACKEND.impl(op_type, version, domain)
+    COVERED.add((domain, definition.name, definition.since) if domain
+                else (definition.name, definition.since))
     types = [None if a is None else TensorType.of(a) for a in inputs]
     values = [a if (i in definition.value_inputs and a is not None) else None
               for i, a in enumerate(inputs)]
@@ -110,11 +115,12 @@ def run_ours(op_type, inputs, attrs=None, opset=13, n_out=1, node=None):
 
 
 def check(op_type, inputs, attrs=None, opset=13, n_out=1, engine="onnx", rtol=1e-5,
-          atol=1e-6, compare=None):
-    """Run ``op_type`` through our path and the reference, compare types and values."""
-    model, node = one_node_model(op_type, inputs, attrs, opset, n_out)
+          atol=1e-6, compare=None, domain=""):
+    """Run ``op_type`` (of ``domain``) through our path and the reference, compare types and
+    values."""
+    model, node = one_node_model(op_type, inputs, attrs, opset, n_out, domain)
     expected = reference(model, inputs, engine)
-    out_types, outs = run_ours(op_type, inputs, attrs, opset, n_out, node)
+    out_types, outs = run_ours(op_type, inputs, attrs, opset, n_out, node, domain)
     for j in range(n_out) if compare is None else compare:
         exp = np.asarray(expected[j])
         assert out_types[j].shape == exp.shape, (j, out_types[j], exp.shape)

@@ -10,6 +10,8 @@ from aircc.ops import Trait, all_definitions, kernel_backend, op_def
 from kernel_harness import COVERED, run_ours
 
 BACKEND = kernel_backend("numpy")
+#: Domains besides the default whose ops models use (``check(..., domain=...)`` records them).
+MODEL_DOMAINS = ("com.microsoft",)
 
 
 def test_unknown_op():
@@ -87,12 +89,15 @@ def test_legacy_prelu_has_one_slope_per_channel(opset):
 
 @pytest.mark.last
 def test_every_definition_was_exercised(request):
-    """Runs last: every default-domain (op, version) went through at least one kernel test
-    (aircc's own ops are tested through the passes that create them)."""
+    """Runs last: every (op, version) of the default domain and of onnxruntime's contrib
+    domain (:data:`MODEL_DOMAINS`) went through at least one kernel test (aircc's own ops
+    are tested through the passes that create them)."""
     here = Path(__file__).parent
     collected = {item.path for item in request.session.items}
     if request.config.option.keyword or request.config.option.markexpr \
             or not set(here.glob("test_*_kernels.py")) <= collected:
         pytest.skip("only meaningful when every kernel test module runs")
     missing = sorted({(d.name, d.since) for d in _kernel_ops() if not d.domain} - COVERED)
+    missing += sorted({(d.domain, d.name, d.since) for d in _kernel_ops() if d.domain in MODEL_DOMAINS}
+                      - COVERED)
     assert not missing, f"ops/versions without a kernel test: {missing}"
