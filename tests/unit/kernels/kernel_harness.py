@@ -111,7 +111,40 @@ def run_ours(op_type, inputs, attrs=None, opset=13, n_out=1, node=None, domain="
     ws = np.empty(nws, np.uint8) if nws else None
     outs = [garbage(t) for t in out_types]
     impl.kernel([None if a is None else a for a in inputs], outs, at, tiling, ws)
+    if impl.prepare is not None:        # every input an activation; then all but the first
+        for weights in (set(definition.value_inputs), set(range(1, len(inputs)))):
+            check_bound(impl, inputs, out_types, at, tiling, weights)
     return out_types, outs
+
+
+def check_bound(impl, inputs, out_types, attrs, tiling, weights: set) -> None:
+    """The kernel bound once (its ``prepare``, as static tasks and replays run it) computes
+    what the plain kernel computes on the inputs of each run: bound to copies of the inputs
+    (those in ``weights`` said constant), run, then run again after every other input
+    changed in place (a bound kernel that kept a copy of an activation answers the first
+    run's values)."""
+    held = [None if a is None else np.array(a) for a in inputs]
+    constant = [i in weights for i in range(len(inputs))]
+    ws = np.empty(tiling.get("workspace", 0), np.uint8) if tiling.get("workspace") else None
+    bound = [garbage(t) for t in out_types]
+    run = impl.prepare(held, bound, attrs, tiling, ws, constant)
+    if run is None:                     # a use it leaves to the plain kernel
+        return
+    run()
+    for a, c in zip(held, constant):
+        if a is not None and not c and a.size > 1:
+            a[...] = np.roll(a.copy(), 1)
+    plain = [garbage(t) for t in out_types]
+    try:
+        impl.kernel(held, plain, attrs, tiling, ws)
+    except Exception:                   # the changed values do not fit the op: nothing to compare
+        return
+    run()
+    for b, p in zip(bound, plain):
+        if p.dtype.kind in "fc":
+            np.testing.assert_allclose(b, p, rtol=1e-5, atol=1e-6, err_msg="bound kernel, 2nd run")
+        else:
+            np.testing.assert_array_equal(b, p, err_msg="bound kernel, 2nd run")
 
 
 def check(op_type, inputs, attrs=None, opset=13, n_out=1, engine="onnx", rtol=1e-5,

@@ -78,6 +78,7 @@ def test_gather():
     check("Gather", [x, np.array([[1, 2], [0, -2]], np.int32)], {"axis": 1}, opset=13)
     check("Gather", [x, np.array(2, np.int64)], {"axis": -1}, opset=13)
     check("Gather", [ints(5), np.array([[1], [3]], np.int64)], opset=1)
+    check("Gather", [ints(5), np.array(-2, np.int64)], opset=13)    # one element of a vector
     check("GatherElements", [x, RNG.integers(-3, 3, size=(5, 4, 2))], {"axis": 2}, opset=13)
 
 
