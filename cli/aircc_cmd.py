@@ -235,15 +235,24 @@ def inspect(model, as_json, as_dot, output):
 @main.command()
 @click.option("--target", default=None, metavar="NAME",
               help="Whose kernel backend says native or fallback (default: $AIRCC_TARGET or native).")
-def ops(target):
+@click.option("--domain", default=None, metavar="DOMAIN",
+              help="Only the ops of this domain (ai.onnx, ai.onnx.ml, com.microsoft, ...).")
+def ops(target, domain):
     """List every supported op with its opset range and how it runs: native (a kernel of the
     target's backend), control (an op with bodies) or fallback (onnx's reference
     implementation, run in the device path)."""
     from aircc.ops import kernel_backend, resolve_target
     from aircc.ops.catalog import op_table
 
-    for row in op_table(kernel_backend(resolve_target(target).backend)):
-        click.echo(f"{(row.domain or 'ai.onnx'):<10} {row.op:<28} opset {row.span():<8} {row.kind}")
+    rows = [r for r in op_table(kernel_backend(resolve_target(target).backend))
+            if domain is None or (r.domain or "ai.onnx") == domain]
+    if not rows:
+        raise CommandLineError(f"--domain {domain}: aircc runs no op of that domain (domains: "
+                               f"ai.onnx, ai.onnx.ml, ai.onnx.preview.training, com.microsoft)")
+    width = max(len(r.domain or "ai.onnx") for r in rows), max(len(r.op) for r in rows)
+    for row in rows:
+        click.echo(f"{(row.domain or 'ai.onnx'):<{width[0]}}  {row.op:<{width[1]}}  "
+                   f"opset {row.span():<8} {row.kind}")
 
 
 from .verify_cmd import verify  # noqa: E402  (the command, registered in the group)

@@ -92,6 +92,13 @@ def test_ops_lists_supported_ops():
     r = CliRunner().invoke(aircc_cli, ["ops"])
     assert r.exit_code == 0
     assert any(line.split()[1] == "Conv" and "native" in line for line in r.output.splitlines())
+    r = CliRunner().invoke(aircc_cli, ["ops", "--domain", "com.microsoft"])
+    rows = [line.split() for line in r.output.splitlines()]
+    assert r.exit_code == 0 and {row[0] for row in rows} == {"com.microsoft"}
+    assert {"Attention", "SkipLayerNormalization", "QLinearAdd", "MatMulNBits"} <= {row[1] for row in rows}
+    assert len({line.index("opset") for line in r.output.splitlines()}) == 1     # one column
+    r = CliRunner().invoke(aircc_cli, ["ops", "--domain", "org.pytorch.aten"])
+    assert r.exit_code == 2 and "aircc runs no op of that domain" in r.output
 
 
 def test_dynamic_mode_stats_and_gears_from_the_command_line(tmp_path):
