@@ -83,11 +83,19 @@ def int_matmul(a: np.ndarray, a_zp, b_f32: np.ndarray, bound_b: float) -> np.nda
     return exact_matmul(a_f32, b_f32, bound_a, bound_b)
 
 
+def clamp(r: np.ndarray, lo, hi) -> None:
+    """``r`` clamped to [lo, hi] in place, NaN to ``lo`` as onnxruntime's MLAS has it (its
+    max against the low bound comes first and gives the bound for NaN); infinities to the
+    bound they pass."""
+    np.fmax(r, lo, out=r)
+    np.fmin(r, hi, out=r)
+
+
 def saturate_into(r: np.ndarray, out: np.ndarray) -> None:
     """Round half to even, clamp to ``out``'s integer range and store (``r`` is overwritten)."""
     lo, hi = INTEGER_RANGES[out.dtype.name]
     np.rint(r, out=r)
-    np.clip(r, lo, hi, out=r)
+    clamp(r, lo, hi)
     np.copyto(out, r.reshape(out.shape), casting="unsafe")
 
 
@@ -111,7 +119,7 @@ def requantize_float32(acc: np.ndarray, scale, zp, out: np.ndarray) -> None:
     np.rint(r, out=r)
     if zp is not None:
         r += np.asarray(zp).astype(np.float32)
-    np.clip(r, lo, hi, out=r)
+    clamp(r, lo, hi)
     np.copyto(out, r.reshape(out.shape), casting="unsafe")
 
 
@@ -122,7 +130,7 @@ def quantize_float32(x: np.ndarray, scale: float, zp, out: np.ndarray) -> None:
     if zp is not None:
         r += np.float32(zp)
     lo, hi = INTEGER_RANGES[out.dtype.name]
-    np.clip(r, lo, hi, out=r)
+    clamp(r, lo, hi)
     np.copyto(out, r, casting="unsafe")
 
 

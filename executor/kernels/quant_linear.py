@@ -18,6 +18,7 @@ from aircc.ops.shapes import axis_plain
 from aircc.ops.types import onnx_to_np
 
 from .numpy_backend import NUMPY
+from .quant_arith import clamp
 
 
 def param_view(p: Optional[np.ndarray], x_shape: tuple, axis: int,
@@ -50,7 +51,7 @@ def round_to(q: np.ndarray, zp, out: np.ndarray) -> None:
         q = q.astype(np.float32)
     if zp is not None:
         q += zp.astype(q.dtype)
-    np.clip(q, lo, hi, out=q)
+    clamp(q, lo, hi)
     np.copyto(out, q, casting="unsafe")
 
 

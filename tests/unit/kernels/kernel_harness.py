@@ -64,6 +64,10 @@ def one_node_model(op_type, inputs, attrs, opset, n_out, domain=""):
 
 
 def reference(model, inputs, engine):
+    """The reference's outputs: ``engine`` ``"onnx"`` (onnx's ReferenceEvaluator) or
+    ``"ort"`` (onnxruntime, one thread)."""
+    if engine not in ("onnx", "ort"):
+        raise ValueError(f"engine must be 'onnx' or 'ort', got {engine!r}")
     feeds = {f"x{i}": a for i, a in enumerate(inputs) if a is not None}
     if engine == "ort":
         import onnxruntime as ort

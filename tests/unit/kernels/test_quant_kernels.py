@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from aircc.errors import ShapeInferenceError, UnsupportedVariantError
 from aircc.ops import kernel_backend
-from kernel_harness import RNG, T, check, infer, rand
+from kernel_harness import RNG, T, check, infer, rand, run_ours
 
 f32 = np.float32
 Q_VERSIONS = (10, 13, 19, 21, 23, 24, 25, 28)
@@ -37,6 +37,21 @@ def test_quantize_per_tensor_every_version(opset, zp_type):
     x.flat[:4] = [1000.0, -1000.0, 0.025, -0.075]            # saturation, ties to even
     zp = [] if zp_type is None else [a(3 if zp_type == np.uint8 else -3, zp_type)]
     check("QuantizeLinear", [x, a(0.05)] + zp, opset=opset)
+
+
+@pytest.mark.parametrize("zp_type", [np.uint8, np.int8])
+@pytest.mark.parametrize("opset", [13, 21])
+def test_quantize_of_nan_and_infinities_is_onnxruntimes(opset, zp_type):
+    """NaN quantizes to the type's low bound as onnxruntime's MLAS has it (ONNX leaves it
+    undefined; a quantized BERT whose masked scores got an infinite scale reaches its
+    softmax's QDQ with NaN); infinities saturate to the bound they pass (onnxruntime's
+    vector path wraps values past int32 to the low bound, its scalar path saturates)."""
+    x = np.array([[np.nan, 1000.0, -1000.0, 0.4], [-0.4, np.nan, 3.0, -3.0]], np.float32)
+    check("QuantizeLinear", [x, a(0.05), a(5, zp_type)], opset=opset, engine="ort")
+    lo, hi = np.iinfo(zp_type).min, np.iinfo(zp_type).max
+    x = np.array([np.inf, -np.inf, 1e30, -1e30, np.nan], np.float32)
+    got = run_ours("QuantizeLinear", [x, a(0.05), a(5, zp_type)], opset=opset)[1][0]
+    np.testing.assert_array_equal(got, np.array([hi, lo, hi, lo, lo], zp_type))
 
 
 @pytest.mark.parametrize("opset", Q_VERSIONS[1:])
