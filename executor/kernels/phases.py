@@ -28,13 +28,13 @@ def phase_plan(in_sp, out_sp, kernel, strides, dilations, pb) -> dict:
     hp = max((out_sp[0] - 1) * sh + (kh - 1) * dh + 1, in_sp[0] + pb[0])
     wp = max((out_sp[1] - 1) * sw + (kw - 1) * dw + 1, in_sp[1] + pb[1])
     hq, wq = ceil_div(hp, sh), ceil_div(wp, sw)
-    phases, taps = [], []
+    index: dict[tuple[int, int], int] = {}       # phase -> its position, in first-use order
+    taps = []
     for a in range(kh):
         for b in range(kw):
-            ph = [(a * dh) % sh, (b * dw) % sw]
-            if ph not in phases:
-                phases.append(ph)
-            taps.append([phases.index(ph), (a * dh // sh) * wq + b * dw // sw])
+            k = index.setdefault(((a * dh) % sh, (b * dw) % sw), len(index))
+            taps.append([k, (a * dh // sh) * wq + b * dw // sw])
+    phases = [list(ph) for ph in index]
     return dict(hq=hq, wq=wq, phases=phases, taps=taps, pb2=list(pb[:2]),
                 slack=max(b * dw // sw for b in range(kw)), plane=hq * wq,
                 ho=out_sp[0], wo=out_sp[1], sh=sh, sw=sw)

@@ -39,7 +39,7 @@ def _pool_tiling(types, attrs) -> dict:
     item = np.dtype(xt.dtype).itemsize
     t = dict(kernel=kernel, strides=strides, dilations=dilations, out=out_sp, pb=pb,
              pe=pe, pe_full=pe_full, psp=psp, padded=bool(padded), mode="generic")
-    if nsp == 2:
+    if nsp == 2 and dilations != [1, 1]:   # undilated 2-D pools are separable (below)
         # stride-phase layout: every window tap is one contiguous run (see .phases)
         plan = phase_plan(xs[2:], out_sp, kernel, strides, dilations, pb)
         base = phase_bytes(plan, xs[0] * xs[1], item)

@@ -46,6 +46,20 @@ def test_2d_pools_are_separable_unless_dilated(op_type):
     assert impl.tile([x], {"kernel_shape": [3, 3], "dilations": [2, 2]}, TARGET)["mode"] == "phase"
 
 
+@pytest.mark.parametrize("op_type", ["MaxPool", "AveragePool"])
+def test_a_window_as_large_as_its_input_tiles_in_time_linear_in_the_kernel(op_type):
+    """Hugging Face EfficientNet's pooler: AvgPool2d(hidden, ceil_mode=True) on a 1 x 1
+    plane, a window of hidden^2 taps (1280^2 in B0).  The tiling used to lay out every tap
+    of the stride-phase plan it then did not use (quadratic in the taps, hours for B0)."""
+    k = 64
+    attrs = {"kernel_shape": [k, k], "strides": [k, k], "ceil_mode": 1, "count_include_pad": 1}
+    t = BACKEND.impl(op_type, 19).tile([T((2, 8, 1, 1))], attrs, TARGET)
+    assert t["mode"] == "separable" and "plan" not in t and len(t["row_taps"]) <= k
+    check(op_type, [rand(2, 8, 1, 1)], {k: v for k, v in attrs.items()
+                                         if op_type == "AveragePool" or k != "count_include_pad"},
+          opset=19, engine="ort")     # onnx's reference divides the ceil_mode window by k^2
+
+
 def test_maxpool_dilations_and_ints():
     attrs = {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 1, 1, 1]}
     check("MaxPool", [rand(1, 2, 9, 9)], attrs, opset=12, engine="ort")
