@@ -6,6 +6,12 @@ import pytest
 import testdata  # noqa: F401  (puts the sample builders on sys.path)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--corpus", action="store_true",
+                     help="run every model of the export corpus (tests/corpus, docs/corpus.md), "
+                          "not only its fast subset")
+
+
 @pytest.fixture
 def aircc_env(monkeypatch):
     """``aircc_env(NAME, value)`` sets an environment variable aircc reads and makes aircc

@@ -18,6 +18,7 @@ from aircc.cli.airrun_cmd import main as airrun
 from aircc.cli.aircc_cmd import main as aircc_cli
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.errors import ModelImportError, UnsupportedOpError
+from sklearn_models import sklearn_models as _sklearn_models
 
 DOMAINS = {"ai.onnx.ml", "ai.onnx.preview.training"}
 ML = "ai.onnx.ml"
@@ -99,31 +100,6 @@ def test_native_kernels_run_the_ml_cases_and_the_reference_the_rest():
 
 
 # ----------------------------------------------------------- scikit-learn
-def _sklearn_models():
-    from sklearn.datasets import load_iris, make_classification, make_regression
-    from sklearn.ensemble import (GradientBoostingClassifier, RandomForestClassifier,
-                                  RandomForestRegressor)
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    xi, yi = load_iris(return_X_y=True)
-    xb, yb = make_classification(200, 6, random_state=0)
-    xr, yr = make_regression(200, 5, random_state=0)
-    return {
-        "scaler+logistic (3 classes)": (make_pipeline(StandardScaler(), LogisticRegression(
-            max_iter=500)).fit(xi, yi), xi, LogisticRegression),
-        "scaler+logistic (binary)": (make_pipeline(StandardScaler(), LogisticRegression())
-                                     .fit(xb, yb), xb, LogisticRegression),
-        "random forest regressor": (RandomForestRegressor(n_estimators=10, max_depth=6,
-                                                          random_state=0).fit(xr, yr), xr, None),
-        "gradient boosting (3 classes)": (GradientBoostingClassifier(
-            n_estimators=10, random_state=0).fit(xi, yi), xi, GradientBoostingClassifier),
-        "random forest classifier": (RandomForestClassifier(n_estimators=5, random_state=0)
-                                     .fit(xb, yb), xb, RandomForestClassifier),
-    }
-
-
 @pytest.mark.parametrize("name", list(_sklearn_models()))
 def test_skl2onnx_models_match_onnxruntime(name):
     from skl2onnx import to_onnx
@@ -281,6 +257,7 @@ def test_aircc_ops_lists_the_ml_and_training_domains():
             for line in out if line.strip()}
     assert rows[(ML, "TreeEnsembleRegressor", "3+")] == "native"
     assert rows[(ML, "LabelEncoder", "4+")] == "native"
-    assert rows[(ML, "SVMClassifier", "1+")] == "fallback"
+    assert rows[(ML, "SVMClassifier", "1+")] == "native"
+    assert rows[(ML, "DictVectorizer", "1+")] == "fallback"
     assert rows[("ai.onnx.preview.training", "Adam", "1+")] == "fallback"
     assert not any(op in ("ZipMap", "Gradient") for _, op, _ in rows)
