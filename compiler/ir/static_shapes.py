@@ -55,6 +55,10 @@ def _explain(graph: Graph, node: Node, out: str, scope: dict[str, TensorType]) -
         return (f"{what}: the branches of If node '{node.name}' make different shapes "
                 f"({', '.join(made)}) and its condition '{node.inputs[0]}' is only known at run "
                 f"time{runtime}")
+    if node.on_fallback:
+        return (f"{what}: node '{node.name}' ({node.op}) runs on the fallback kernel (onnx's "
+                f"reference implementation), whose shape inference gives it none (its size may "
+                f"follow values only known at run time{runtime})")
     return (f"{what}: node '{node.name}' ({node.op}) makes it from inputs of static shapes, so "
             f"its size follows values only known at run time{runtime}")
 

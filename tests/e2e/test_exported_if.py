@@ -206,3 +206,12 @@ def test_a_scalar_input_reshaped_and_gathered_reads_each_runs_value(target, devi
     with aircc.load(aircc.compile(m, mode="static", target=target), device=device) as loaded:
         for sr in (16000, 8000):
             assert int(loaded.run({"sr": np.array(sr, np.int64)})["y"]) == sr + 1
+
+
+def test_static_mode_names_a_fallback_kernel_that_leaves_a_shape_open():
+    m = model([helper.make_node("NonZero", ["x"], ["y"])], [tensor("x", [3, 4])],
+              [tensor("y", [2, "n"], TensorProto.INT64)])
+    with pytest.raises(CompileOptionError) as e:
+        aircc.compile(m, mode="static")
+    assert "node 'NonZero_0' (NonZero) runs on the fallback kernel" in str(e.value)
+    assert "values only known at run time (it depends on 'x')" in str(e.value)
