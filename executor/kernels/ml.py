@@ -1,7 +1,7 @@
 """Kernels of the ``ai.onnx.ml`` domain (their shape rules: :mod:`aircc.ops.defs.ml`).
 
 What a kernel derives from its attributes alone (a tree ensemble's node arrays, a
-LabelEncoder's sorted table) is made once per node and kept (:func:`_derived`).  Tree
+LabelEncoder's sorted table) is made once per node and kept (:func:`derived`).  Tree
 ensembles walk every (sample, tree) pair a level at a time, vectorised: one step per
 level of the deepest tree, not one per sample and node.
 """
@@ -20,7 +20,7 @@ _DERIVED: dict[tuple[int, str], tuple[dict, object]] = {}
 _LOCK = threading.Lock()
 
 
-def _derived(attrs: dict, kind: str, build):
+def derived(attrs: dict, kind: str, build):
     """``build(attrs)``, made once per attribute dict (a node's) and kept."""
     key = (id(attrs), kind)
     hit = _DERIVED.get(key)
@@ -188,7 +188,7 @@ def label_encode(x: np.ndarray, out: np.ndarray, attrs: dict, version: int) -> N
             out[...] = np.array([classes[v] if 0 <= v < len(classes) else d
                                  for v in x.reshape(-1).tolist()], object).reshape(x.shape)
         return
-    keys, values, default = _derived(attrs, "label_encoder", lambda a: _table(a, version))
+    keys, values, default = derived(attrs, "label_encoder", lambda a: _table(a, version))
     if values is None:                                    # string keys: a dict
         got = [keys.get(v, default) for v in x.reshape(-1).tolist()]
         out[...] = np.array(got, dtype=out.dtype).reshape(x.shape)
@@ -322,7 +322,7 @@ def _compare(code: int, v: np.ndarray, t: np.ndarray) -> np.ndarray:
 class TreeEnsembleRegressor:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        model = _derived(attrs, "trees", lambda a: TreeModel(a, False))
+        model = derived(attrs, "trees", lambda a: TreeModel(a, False))
         np.copyto(outs[0], model.scores(_matrix(ins[0])), casting="unsafe")
 
 
@@ -331,7 +331,7 @@ class TreeEnsembleRegressor:
 class TreeEnsembleClassifier:
     @staticmethod
     def kernel(ins, outs, attrs, tiling, ws) -> None:
-        model = _derived(attrs, "trees", lambda a: TreeModel(a, True))
+        model = derived(attrs, "trees", lambda a: TreeModel(a, True))
         s = model.scores(_matrix(ins[0]))
         how = attrs.get("post_transform", "NONE")
         if len(model.class_ids) == 1 and s.shape[1] == 2:   # binary: one class's score

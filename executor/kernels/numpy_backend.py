@@ -23,6 +23,7 @@ KERNEL_MODULES = ("elementwise", "binary", "gelu", "softmax", "reduce", "gemm", 
                   "quant_linear", "quant_gemm", "quant_nbits", "quant_conv", "quant_pool",
                   "quant_elementwise", "quant_rnn", "quant_attention")
 KERNEL_MODULES += ("contrib_activation", "contrib_norm", "contrib_matmul", "contrib_attention", "contrib_gqa", "contrib_position")
+KERNEL_MODULES += ("ml_svm", "ml_features")
 
 
 def _load_kernels() -> None:

@@ -1,9 +1,11 @@
-"""The ``ai.onnx.ml`` domain: linear models, scalers, encoders, tree ensembles.
+"""The ``ai.onnx.ml`` domain: linear models, scalers, encoders, tree ensembles; the SVMs
+are in :mod:`.ml_svm`, Imputer, OneHotEncoder and FeatureVectorizer in :mod:`.ml_features`.
 
 Inputs are a feature matrix ``[N, C]`` (a vector ``[C]`` is one sample).  A use the
 native kernels leave (string class labels, a post-transform they do not compute) runs
 on the fallback, onnx's reference implementation; the ops of this domain without a
-native definition (SVMs, Imputer, OneHotEncoder, TreeEnsemble-5, ...) run there too.
+native definition (CategoryMapper, TreeEnsemble-5) run there too, but for those taking maps
+(ZipMap, DictVectorizer, CastMap), which the importer refuses.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ FEATURE_TYPES = ("float32", "float64", "int64", "int32")
 POST_TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
 
-def _features(ctx: InferContext) -> tuple:
+def feature_dims(ctx: InferContext) -> tuple:
     """(N, C) of input 0, a feature matrix or one sample."""
     x = ctx.input_type(0)
     shape = ctx.input_shape(0)
@@ -30,14 +32,15 @@ def _features(ctx: InferContext) -> tuple:
     return shape[0], shape[1]
 
 
-def _post_transform(ctx: InferContext, allowed=POST_TRANSFORMS) -> str:
+def post_transform_attr(ctx: InferContext, allowed=POST_TRANSFORMS) -> str:
+    """The ``post_transform`` attribute; one not in ``allowed`` is left to the fallback."""
     post = ctx.attrs.get("post_transform", "NONE")
     if post not in allowed:
         ctx.unsupported(f"post_transform {post!r}")
     return post
 
 
-def _int_labels(ctx: InferContext, name: str) -> int:
+def int_label_count(ctx: InferContext, name: str) -> int:
     """How many int64 class labels (``name``); string labels are left to the fallback."""
     if ctx.attrs.get("classlabels_strings"):
         ctx.unsupported("string class labels")
@@ -47,8 +50,8 @@ def _int_labels(ctx: InferContext, name: str) -> int:
 @define("LinearRegressor", 1, ML)
 def linear_regressor(ctx: InferContext) -> list[TensorType]:
     """Y[N, targets] = X @ coefficients^T + intercepts (``post_transform`` NONE)."""
-    n, _ = _features(ctx)
-    _post_transform(ctx, ("NONE",))
+    n, _ = feature_dims(ctx)
+    post_transform_attr(ctx, ("NONE",))
     return [TensorType("float32", (n, int(ctx.attrs.get("targets", 1))))]
 
 
@@ -64,9 +67,9 @@ def linear_classifier(ctx: InferContext) -> list[TensorType]:
     """Scores Z = post_transform(X @ coefficients^T + intercepts) and the label of the best
     class Y (a single score column is one class against a threshold; with two labels it
     is the second class, the first scoring its negation)."""
-    n, c = _features(ctx)
-    _post_transform(ctx)
-    _int_labels(ctx, "classlabels_ints")
+    n, c = feature_dims(ctx)
+    post_transform_attr(ctx)
+    int_label_count(ctx, "classlabels_ints")
     if "intercepts" not in ctx.attrs or not isinstance(c, int):
         ctx.unsupported("no intercepts or an unknown feature count")
     rows, labels = linear_classes(ctx.attrs, c)
@@ -77,14 +80,14 @@ def linear_classifier(ctx: InferContext) -> list[TensorType]:
 @define("Scaler", 1, ML)
 def scaler(ctx: InferContext) -> list[TensorType]:
     """Y = (X - offset) * scale, per feature (one value broadcasts), as float."""
-    _features(ctx)
+    feature_dims(ctx)
     return [TensorType("float32", ctx.input_shape(0))]
 
 
 @define("Normalizer", 1, ML)
 def normalizer(ctx: InferContext) -> list[TensorType]:
     """Each row divided by its ``norm``: MAX, L1 or L2."""
-    _features(ctx)
+    feature_dims(ctx)
     if ctx.attrs.get("norm") not in ("MAX", "L1", "L2"):
         ctx.fail(f"norm must be MAX, L1 or L2, got {ctx.attrs.get('norm')!r}")
     return [TensorType("float32", ctx.input_shape(0))]
@@ -158,18 +161,18 @@ for _v in (1, 2, 4):
 
 def _tree_rule(classifier: bool):
     def infer(ctx: InferContext) -> list[TensorType]:
-        n, _ = _features(ctx)
+        n, _ = feature_dims(ctx)
         ids = ctx.attrs.get("class_ids" if classifier else "target_ids")
         if not ctx.attrs.get("nodes_modes") or ids is None:
             ctx.fail("the ensemble has no nodes or no leaf weights")
         if classifier:
-            _post_transform(ctx)
-            labels = _int_labels(ctx, "classlabels_int64s")
+            post_transform_attr(ctx)
+            labels = int_label_count(ctx, "classlabels_int64s")
             if labels < 2:
                 ctx.unsupported(f"{labels} class label(s)")
             return [TensorType("int64", (n,)),
                     TensorType("float32", (n, labels))][:max(ctx.num_outputs, 1)]
-        _post_transform(ctx, ("NONE",))
+        post_transform_attr(ctx, ("NONE",))
         if ctx.attrs.get("aggregate_function", "SUM") not in ("SUM", "AVERAGE", "MIN", "MAX"):
             ctx.fail(f"aggregate_function {ctx.attrs.get('aggregate_function')!r}")
         return [TensorType("float32", (n, int(ctx.attrs.get("n_targets", 1))))]

@@ -3,16 +3,10 @@ them.  Their cases are strict xfails: one that starts to pass fails the run, so 
 line here is removed."""
 from __future__ import annotations
 
-#: Static mode refuses an ai.onnx.ml op that runs on the fallback kernel and whose onnx schema
-#: infers no output shape (SVMClassifier): compiler/ir/static_shapes.py blames run-time values.
-ML_FALLBACK_SHAPE = ("ml-fallback-shape: SVMClassifier runs on the fallback kernel, whose shape "
-                     "inference (onnx's) gives its outputs no shape, so static mode refuses the model")
 #: QuantizeLinear of NaN to int8 gives 0 where onnxruntime gives -128 (the low bound); the
 #: model is onnxruntime's default quantize_static of BERT, whose attention scores' QDQ pairs
 #: got an infinite scale from the mask's float32 minimum, so NaNs reach the softmax's QDQ.
 QUANTIZE_NAN = ("quantize-nan: QuantizeLinear(NaN) to int8 is 0 in aircc, -128 (the low bound) in "
                 "onnxruntime; onnxruntime's quantizer gave this BERT's masked scores an infinite scale")
 
-KNOWN: dict[tuple[str, str], str] = {
-    ("skl-scaler-pca-svc-3-classes", "static"): ML_FALLBACK_SHAPE,
-}
+KNOWN: dict[tuple[str, str], str] = {}

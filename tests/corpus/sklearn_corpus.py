@@ -15,8 +15,7 @@ from sklearn_models import sklearn_models
 ML = "ai.onnx.ml"
 AXES = {"X": {0: "batch"}}
 #: Models whose nodes may run on the fallback kernel, and why.
-FALLBACK = {"skl-scaler-pca-svc-3-classes": "SVMClassifier has no native kernel: onnx's reference "
-                                            "implementation runs it (README: ai.onnx.ml's other ops)"}
+FALLBACK: dict[str, str] = {}
 SHAPES = ({"batch": 1}, {"batch": 17})
 STATIC = {"batch": 8}
 

@@ -258,6 +258,6 @@ def test_aircc_ops_lists_the_ml_and_training_domains():
     assert rows[(ML, "TreeEnsembleRegressor", "3+")] == "native"
     assert rows[(ML, "LabelEncoder", "4+")] == "native"
     assert rows[(ML, "SVMClassifier", "1+")] == "native"
-    assert rows[(ML, "DictVectorizer", "1+")] == "fallback"
+    assert rows[(ML, "TreeEnsemble", "5+")] == "fallback"
     assert rows[("ai.onnx.preview.training", "Adam", "1+")] == "fallback"
     assert not any(op in ("ZipMap", "Gradient") for _, op, _ in rows)
