@@ -39,6 +39,8 @@ import tempfile
 import threading
 import time
 
+import numpy as np
+
 from aircc.config import settings
 from aircc.errors import ConfigError
 
@@ -181,8 +183,16 @@ _local = threading.local()
 
 def mark_device_worker() -> None:
     """The calling thread is a device's stream worker (:class:`~.stream.Stream` calls this
-    first): the threads whose kernels may use an OpenMP team of more than one thread."""
+    first): the threads whose kernels may use an OpenMP team of more than one thread.  Its
+    kernels give IEEE results where ONNX wants them (log(0) = -inf, sqrt(-1) = NaN), so
+    numpy's floating-point warnings are off in it (numpy's error state is the thread's own)."""
     _local.device_worker = True
+    quiet_floating_point()
+
+
+def quiet_floating_point() -> None:
+    """numpy's floating-point warnings off in the calling thread, which runs kernels."""
+    np.seterr(all="ignore")
 
 
 def is_device_worker() -> bool:

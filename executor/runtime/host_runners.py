@@ -12,6 +12,7 @@ import threading
 
 from aircc.formats.kinds import STAGE_OF, HostStage
 
+from ..device.threads import quiet_floating_point
 from .host_pipeline import RunState
 
 _DONE = object()
@@ -36,6 +37,7 @@ def run_pipelined(state: RunState) -> None:
     q_launch: queue.Queue = queue.Queue()
 
     def stage(name: HostStage, inbox, outbox) -> None:
+        quiet_floating_point()                 # this thread runs host kernels
         while True:
             item = inbox.get() if inbox is not None else None
             if item is _DONE:
