@@ -22,12 +22,9 @@ after two BERT layers.
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import io
 import logging
 import os
-import warnings
 
 import numpy as np
 import onnx
@@ -40,6 +37,7 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
 
 import aircc
 import exports
+from corpus.cache import quiet
 
 RNG = np.random.default_rng(3)
 BERT = "bert-eager-legacy17"
@@ -130,15 +128,6 @@ def feeds(kind: str, seed: int) -> dict:
     return {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES[kind].items()}
 
 
-@contextlib.contextmanager
-def _quiet():
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(logging.NOTSET)
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,7 +140,7 @@ def float_model(kind: str, folder: str) -> str:
     model = {"cnn": CNN, "lstm": LSTM, "mlp": MLP}[kind]().eval()
     path = os.path.join(folder, f"{kind}.onnx")
     args = tuple(torch.from_numpy(v) for v in feeds(kind, 0).values())
-    with _quiet():
+    with quiet():
         torch.onnx.export(model, args, path, dynamo=False, input_names=list(SHAPES[kind]),
                           opset_version=17)
     return path
@@ -185,7 +174,7 @@ def quantized(kind: str, how: str, folder: str) -> str:
 @functools.lru_cache(maxsize=None)
 def _quantized(kind: str, how: str, folder: str) -> str:
     src, out = float_model(kind, folder), os.path.join(folder, f"{kind}.{how}.onnx")
-    with _quiet():
+    with quiet():
         if how.startswith("dynamic"):
             quantize_dynamic(src, out, per_channel=how.endswith("pc"),
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})

@@ -25,8 +25,8 @@ from aircc.ops.shapes import window_geometry
 
 from . import DNNL, winograd
 from .common import (NotForDnnl, act, activation_after, activation_post_op, bind, cached_pd,
-                     dnnl_or_twin, reordered_constant, storage, then, type_md, unfaithful)
-from .nan import norm, relu_guard, relu_ops
+                     dnnl_or_twin, reordered_constant, storage, then, type_md)
+from .nan import guarded, norm, relu_ops
 
 FLOATS = ("float32",)
 SPATIAL_RANKS = (1, 2, 3)
@@ -123,15 +123,8 @@ class Conv:
         """``pd`` bound to the operands; with a fused Relu or an :func:`~.common.unfaithful`
         activation, the twin that keeps NaN runs instead when the operands could make one
         (:func:`~.nan.relu_guard`)."""
-        run = _bound(pd, ins, outs, attrs, ws, constant, prepared)
-        if not attrs.get("fused_relu") and not unfaithful(attrs):
-            return run
-
-        def make_slow():
-            types = [None if a is None else TensorType.of(a) for a in ins]
-            return _bound(Conv.plan(types, attrs, keep_nan=True), ins, outs, attrs, ws,
-                          constant, None, keep_nan=True)
-        return relu_guard(run, make_slow, operand_bound(ins, constant))
+        return guarded(_bound, Conv.plan, pd, ins, outs, attrs, ws, constant, prepared,
+                       operand_bound(ins, constant))
 
 
 def operand_bound(ins: list, constant: list):

@@ -33,7 +33,7 @@ from aircc.ops import TensorType
 from . import DNNL
 from .common import (NotForDnnl, activation_after, activation_post_op, bind, cached_pd,
                      dnnl_or_twin, reordered_constant, storage, then, unfaithful)
-from .nan import norm, relu_guard, relu_ops
+from .nan import guarded, norm, relu_ops
 
 FLOATS = ("float32",)
 
@@ -173,15 +173,8 @@ class MatMul:
         """``pd`` bound to the operands; with a fused Relu or an :func:`~.common.unfaithful`
         activation, the twin that keeps NaN runs instead when the operands could make one
         (:func:`~.nan.relu_guard`)."""
-        run = _bound(pd, ins, outs, attrs, ws, constant, prepared)
-        if not attrs.get("fused_relu") and not unfaithful(attrs):
-            return run
-
-        def make_slow():
-            types = [None if v is None else TensorType.of(v) for v in ins]
-            return _bound(MatMul.plan(types, attrs, keep_nan=True), ins, outs, attrs, ws,
-                          constant, None, keep_nan=True)
-        return relu_guard(run, make_slow, product_bound(ins, constant, attrs))
+        return guarded(_bound, MatMul.plan, pd, ins, outs, attrs, ws, constant, prepared,
+                       product_bound(ins, constant, attrs))
 
 
 def product_bound(ins: list, constant: list, attrs: dict):

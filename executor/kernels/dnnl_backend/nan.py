@@ -16,7 +16,7 @@ from aircc.executor.kernels.dnnl.attr import Eltwise
 from aircc.executor.kernels.epilogue import relu as numpy_relu
 from aircc.ops import TensorType
 
-from .common import then
+from .common import then, unfaithful
 
 #: The smallest positive float32 (a denormal): the slope of :data:`RELU_POST_OPS`' second step.
 TINY = float(np.float32(2.0 ** -149))
@@ -73,6 +73,22 @@ def relu_guard(fast, make_slow, bound):
         slow[0]()
     run.bound = getattr(fast, "bound", None)
     return run
+
+
+def guarded(bound, plan, pd, ins, outs, attrs, ws, constant, prepared, magnitude):
+    """A product's ``bound(pd, ...)`` (a conv's or matmul's binding; ``plan(types, attrs,
+    keep_nan=True)`` makes its NaN-keeping twin), guarded where its epilogue takes NaN or
+    an infinity wrong (a fused Relu, an :func:`~.common.unfaithful` activation):
+    :func:`relu_guard` with ``magnitude`` (a bound of its output's entries)."""
+    run = bound(pd, ins, outs, attrs, ws, constant, prepared)
+    if not attrs.get("fused_relu") and not unfaithful(attrs):
+        return run
+
+    def make_slow():
+        types = [None if a is None else TensorType.of(a) for a in ins]
+        return bound(plan(types, attrs, keep_nan=True), ins, outs, attrs, ws, constant, None,
+                     keep_nan=True)
+    return relu_guard(run, make_slow, magnitude)
 
 
 def relu_after(attrs: dict, y: np.ndarray):
