@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import math
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -29,6 +30,10 @@ DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64",
 
 #: Most dims a stored shape may have.
 MAX_RANK = 64
+#: Most dims a tensor a kernel reads or writes may have (an operand, a weight, a model's
+#: input or output, a value of the execute graph): oneDNN's kernels take 12 (DNNL_MAX_NDIMS),
+#: and a model runs on every kernel backend its target may fall back to.
+MAX_KERNEL_RANK = 12
 
 #: Most elements (counting only the non-zero dims) a stored shape may describe: what a
 #: numpy array of the widest stored dtype (16 bytes) can hold.  An empty shape such as
@@ -57,12 +62,15 @@ def is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def array_spec(dtype: Any, shape: Any, nbytes: Any) -> tuple[np.dtype, tuple[int, ...]]:
-    """Check a stored array's dtype name, shape and byte size; ValueError if inconsistent."""
+def array_spec(dtype: Any, shape: Any, nbytes: Any,
+               max_rank: int = MAX_RANK) -> tuple[np.dtype, tuple[int, ...]]:
+    """Check a stored array's dtype name, shape (at most ``max_rank`` dims) and byte size;
+    ValueError if inconsistent."""
     dt = dtype_from_name(dtype)
-    if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_RANK
+    if (not isinstance(shape, (list, tuple)) or len(shape) > max_rank
             or not all(is_int(d) and d >= 0 for d in shape)):
-        raise ValueError(f"shape must be a list of at most {MAX_RANK} ints >= 0, got {shape!r}")
+        raise ValueError(f"shape must be a list of at most {max_rank} ints >= 0, got "
+                         f"{describe(shape)}")
     if math.prod(d for d in shape if d) > MAX_ELEMENTS:
         raise ValueError(f"shape {list(shape)} has more elements than an array can hold")
     expect = math.prod(shape) * dt.itemsize
@@ -72,8 +80,15 @@ def array_spec(dtype: Any, shape: Any, nbytes: Any) -> tuple[np.dtype, tuple[int
     return dt, tuple(shape)
 
 
+#: Short reprs of values read from a file: bounded in depth and length however large or
+#: deeply nested the value is.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxtuple = 3, 6, 6, 6
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 40
+
+
 def describe(x: Any) -> str:
-    r = repr(x)
+    r = _SHORT.repr(x)
     return f"{type(x).__name__} {r[:40] + '...' if len(r) > 40 else r}"
 
 
@@ -165,24 +180,27 @@ class Checker:
         return v
 
     def static_shape(self, d: Mapping, key: str, where: str) -> tuple[int, ...]:
-        """A list of at most MAX_RANK ints >= 0, at most MAX_ELEMENTS elements."""
+        """A list of at most MAX_KERNEL_RANK ints >= 0, at most MAX_ELEMENTS elements."""
         shape = self.list(self.get(d, key, where), join(where, key))
-        if len(shape) > MAX_RANK:
-            self.fail(join(where, key), f"has {len(shape)} dims (at most {MAX_RANK})")
+        self._rank(shape, join(where, key))
         for j, dim in enumerate(shape):
             self.int_value(dim, f"{join(where, key)}[{j}]", lo=0)
         if math.prod(d for d in shape if d) > MAX_ELEMENTS:
             self.fail(join(where, key), f"{list(shape)} has more elements than an array can hold")
         return tuple(shape)
 
+    def _rank(self, shape: Sequence, where: str) -> None:
+        if len(shape) > MAX_KERNEL_RANK:
+            self.fail(where, f"has {len(shape)} dims; a tensor has at most {MAX_KERNEL_RANK} (the "
+                             f"most oneDNN's kernels take)")
+
     def symbolic_shape(self, d: Mapping, key: str, where: str) -> tuple | None:
-        """None (rank unknown), or a list of ints >= 0 and symbols (strs)."""
+        """None (rank unknown), or a list of at most MAX_KERNEL_RANK ints >= 0 and symbols (strs)."""
         shape = self.get(d, key, where)
         if shape is None:
             return None
         shape = self.list(shape, join(where, key))
-        if len(shape) > MAX_RANK:
-            self.fail(join(where, key), f"has {len(shape)} dims (at most {MAX_RANK})")
+        self._rank(shape, join(where, key))
         for j, dim in enumerate(shape):
             if not ((is_int(dim) and dim >= 0) or isinstance(dim, str)):
                 self.fail(f"{join(where, key)}[{j}]", f"must be an int or a str, got {describe(dim)}")

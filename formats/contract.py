@@ -5,9 +5,10 @@ between them.
 after it reads one, so a compiler cannot produce a file the reader rejects.  On
 top of each section's own checks it holds every static task to the memory its
 model owns: each operand lies inside the arena or the weights region of its own
-plan, each workspace inside the arena, each tiling index names an entry, each copy
-serves an existing input or output of its shape and dtype, each weight the plan
-places exists with the size it says, no two weights share bytes, and every weight
+plan, each workspace inside the arena, no kernel's outputs, workspace and inputs share
+bytes but where the op runs in place (:mod:`.task_operands`), each tiling index names an
+entry, each copy serves an existing input or output of its shape and dtype, each weight the
+plan places exists with the size it says, no two weights share bytes, and every weight
 a task reads lies in bytes a weight is written to (:mod:`.weight_placement`).  A
 dynamic model's execute graph names only the model's inputs and outputs.
 """
@@ -22,13 +23,15 @@ import numpy as np
 from aircc.errors import ModelFormatError
 
 from .checks import Checker, describe, is_int
-from .exec_graph import ExecGraphSection
+from .exec_graph import ExecGraphSection, body_inputs
 from .gears import GearsSection
 from .host_order import check_host_order, copy_kind
 from .kinds import HostKernelKind as K
 from .kinds import Region, TaskKind
 from .memory_plan import MemoryPlanSection
 from .model_section import MODES, IOSpec, ModelSection
+from .section_limits import PLAN_SLACK, task_counts
+from .task_operands import check_task_operands
 from .task_order import check_jumps, check_waits
 from .tasks import CopyTask, KernelTask, TasksSection, TilingSection
 from .weight_placement import check_weight_records, check_weight_reads
@@ -113,24 +116,45 @@ def parse_sections(mode: str, sections: Mapping[str, Any],
     missing = missing_sections(mode, sections)
     if missing:
         raise ModelFormatError(f"missing section '{missing[0]}' (required for {mode} models)")
-    typed = {name: validate_section(name, payload) for name, payload in sections.items()}
+    typed = {name: MemoryPlanSection.parse(payload, max_records=task_counts(sections.get("tasks"))[0]
+                                           + PLAN_SLACK) if name == "memory_plan"
+             else validate_section(name, payload) for name, payload in sections.items()}
     contract = ModelContract(mode, **typed)
     if contract.model.mode != mode:
         raise ModelFormatError(f"mode is '{mode}' but section 'model' has mode "
                                f"'{contract.model.mode}'")
     if mode == "static":
         if contract.gears is not None:
-            names = [io.name for io in contract.model.inputs]
-            for i, name in enumerate(contract.gears.batch_inputs):
-                if name not in names:
-                    Checker("gears").fail(f"batch_inputs[{i}]", f"is {name!r}, which is not an input "
-                                                                f"of the model ({names})")
+            check_gears(contract)
         for k, plan in enumerate(contract.static_plans()):
             section, prefix = ("gears", f"plans[{k}].") if contract.gears else ("tasks", "")
             check_static_plan(plan, section, prefix, weights)
     else:
         check_exec_graph(contract, weights)
     return contract
+
+
+def check_gears(contract: ModelContract) -> None:
+    """Each gear's plan has the model's inputs and outputs, and batches at dim 0 of the one
+    or more distinct inputs ``batch_inputs`` names."""
+    gears, c = contract.gears, Checker("gears")
+    names = [io.name for io in contract.model.inputs]
+    batch = gears.batch_inputs                                       # type: ignore[union-attr]
+    if not batch or len(set(batch)) != len(batch):
+        c.fail("batch_inputs", f"must name one or more distinct inputs of the model, got {batch}")
+    for i, name in enumerate(batch):
+        if name not in names:
+            c.fail(f"batch_inputs[{i}]", f"is {name!r}, which is not an input of the model ({names})")
+    for k, plan in enumerate(gears.plans):                           # type: ignore[union-attr]
+        for key, ios in (("inputs", contract.model.inputs), ("outputs", contract.model.outputs)):
+            have, want = [io.name for io in getattr(plan, key)], [io.name for io in ios]
+            if have != want:
+                c.fail(f"plans[{k}].{key}", f"are {have}, but the model's are {want}")
+        for j, io in enumerate(plan.inputs):
+            if io.name in batch and (not io.shape or io.shape[0] != plan.batch):
+                c.fail(f"plans[{k}].inputs[{j}].shape", f"is {list(io.shape or ())}, but input "
+                                                        f"'{io.name}' has the gear's batch "
+                                                        f"{plan.batch} at dim 0")
 
 
 def check_static_plan(plan: StaticPlan, section: str, prefix: str,
@@ -171,6 +195,7 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
                 if io.dtype != task.operand.dtype or list(io.shape or ()) != list(task.operand.shape):
                     c.fail(w, f"copies {task.operand.dtype}{list(task.operand.shape)} for {what} "
                               f"'{io.name}', which is {io.dtype}{list(io.shape or ())}")
+    check_task_operands(plan.tasks, c, f"{prefix}tasks." if prefix else "")
     cm = c if prefix else Checker("memory_plan")
     for i, buf in enumerate(mp.buffers):
         for key in ("first_task", "last_task", "readers", "writers"):
@@ -187,9 +212,10 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
 
 def check_exec_graph(contract: ModelContract, weights: Mapping[str, np.ndarray] | None = None) -> None:
     """The execute graph's inputs and outputs are the model's, of the types it declares;
-    every value a node names is typed (or a stored weight); copy nodes serve existing
-    bindings; and its host kernels come in an order the runtime can follow
-    (:mod:`.host_order`)."""
+    every value a node names is typed (or a stored weight), and has one writer, which neither
+    reads it nor writes a value given to the graph; copy nodes serve existing
+    bindings, each output copied out once by the main body; and its host kernels come in an
+    order the runtime can follow (:mod:`.host_order`)."""
     eg, model = contract.exec_graph, contract.model
     c = Checker("exec_graph")
     stored = set(weights or ())
@@ -203,12 +229,23 @@ def check_exec_graph(contract: ModelContract, weights: Mapping[str, np.ndarray] 
                 have = "is not typed" if t is None else f"is {t.dtype}{list(t.shape or ())}"
                 c.fail(f"values[{io.name!r}]", f"{have}, but section 'model' declares {key[:-1]} "
                                                f"'{io.name}' as {io.dtype}{list(io.shape or ())}")
+    given = {*eg.inputs, *stored, *body_inputs(eg.kernels)}
+    writer: dict[str, int] = {}
     for i, node in enumerate(eg.nodes):
         for key in ("inputs", "outputs"):
             for j, v in enumerate(getattr(node, key)):
                 if v and v not in eg.values and v not in stored:
                     c.fail(f"nodes[{i}].{key}[{j}]", f"names value {v!r}, which the section does "
                                                      f"not type and the model does not store")
+        for j, v in enumerate(node.outputs):
+            if not v:
+                continue
+            if v in node.inputs or v in given or v in writer:
+                why = ("is also its input" if v in node.inputs else f"node {writer[v]} writes too"
+                       if v in writer else "is given (a model input, a weight or a body's input)")
+                c.fail(f"nodes[{i}].outputs[{j}]", f"of node '{node.name}' is value {v!r}, which "
+                                                   f"{why}: each value has one writer")
+            writer[v] = i
         copy = copy_kind(node)
         if copy is not None:
             ios, what = (model.inputs, "input") if copy is K.MEMCPY_H2D else (model.outputs, "output")
@@ -217,3 +254,7 @@ def check_exec_graph(contract: ModelContract, weights: Mapping[str, np.ndarray] 
                 c.fail(f"nodes[{i}].attrs.binding", f"of {node.op} node '{node.name}' must be an "
                                                     f"{what} index in [0, {len(ios)}), got {describe(b)}")
     check_host_order(eg, c, stored)
+    copied = [eg.nodes[k.node].attrs.get("binding") for k in eg.kernels if k.kind is K.MEMCPY_D2H]
+    if sorted(copied) != list(range(len(model.outputs))):      # ints: checked above
+        c.fail("kernels", f"copy out outputs {copied}: each output of the model is copied out by "
+                          f"one memcpy_d2h kernel of the main body ({len(model.outputs)} outputs)")

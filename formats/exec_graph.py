@@ -14,6 +14,7 @@ from typing import Any
 from .checks import Checker, stream_priorities
 from .kinds import HostKernelKind, Impl, Placement
 from .model_section import value_dtype
+from .node_signature import check_signature
 from .tasks import MAX_STREAMS
 
 K = HostKernelKind
@@ -132,6 +133,18 @@ class ExecGraphSection:
         return _Parser(Checker("exec_graph")).section(payload)
 
 
+def body_inputs(kernels: list[HostKernel]) -> list[str]:
+    """The inputs of every body of these kernels' control flow, nested bodies included."""
+    out: list[str] = []
+    stack = [kernels]
+    while stack:
+        for k in stack.pop():
+            for b in (k.bodies or {}).values():
+                out += b.inputs
+                stack.append(b.kernels)
+    return out
+
+
 class _Parser:
     def __init__(self, c: Checker):
         self.c = c
@@ -156,6 +169,11 @@ class _Parser:
         self.nodes = [self.node(x, f"nodes[{i}]")
                       for i, x in enumerate(c.list(c.get(d, "nodes", ""), "nodes"))]
         main = self.body(d, "")
+        used = {n.stream for n in self.nodes} | {0}
+        idle = sorted(set(range(self.streams)) - used)
+        if idle:
+            c.fail("streams", f"is {self.streams}, but no node runs on stream {idle[0]} (each "
+                              f"stream is a device worker thread)")
         return ExecGraphSection(main.inputs, main.outputs, self.values, self.streams, self.events,
                                 host_ops, self.nodes, main.kernels, main.device_values,
                                 stream_priorities(c, d, self.streams))
@@ -164,11 +182,14 @@ class _Parser:
         c = self.c
         d = c.dict(x, w)
         stream = c.optional_int(d, "stream", w, lo=0, hi=self.streams)
-        return ExecNode(c.str(d, "op", w), c.str(d, "domain", w), c.int(d, "version", w, lo=0),
+        node = ExecNode(c.str(d, "op", w), c.str(d, "domain", w), c.int(d, "version", w, lo=0),
                         c.str(d, "name", w), c.strs(d, "inputs", w), c.strs(d, "outputs", w),
                         dict(c.dict(c.get(d, "attrs", w), f"{w}.attrs")),
                         c.kind(d, "placement", w, Placement), stream,
                         c.kind(d, "impl", w, Impl) if "impl" in d else Impl.NATIVE)
+        check_signature(c, w, f"node '{node.name}'", node.domain, node.op, node.version,
+                        node.inputs, node.outputs, node.attrs)
+        return node
 
     def body(self, d: Mapping, w: str) -> Body:
         c = self.c

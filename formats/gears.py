@@ -12,6 +12,7 @@ from typing import Any
 from .checks import Checker
 from .memory_plan import MemoryPlanSection
 from .model_section import IOSpec
+from .section_limits import PLAN_SLACK, task_counts
 from .tasks import TasksSection, TilingSection
 
 MIN_GEARS, MAX_GEARS = 2, 100
@@ -65,7 +66,8 @@ class GearsSection:
             plans.append(GearPlan(
                 batch, ios["inputs"], ios["outputs"],
                 TasksSection.parse(c.get(pd, "tasks", w), "gears", f"{w}.tasks"),
-                MemoryPlanSection.parse(c.get(pd, "memory_plan", w), "gears", f"{w}.memory_plan"),
+                MemoryPlanSection.parse(c.get(pd, "memory_plan", w), "gears", f"{w}.memory_plan",
+                                        task_counts(pd.get("tasks"))[0] + PLAN_SLACK),
                 TilingSection.parse(c.get(pd, "tiling", w), "gears", f"{w}.tiling")))
         if [p.batch for p in plans] != sizes:
             c.fail("plans", f"are for batches {[p.batch for p in plans]}, sizes say {sizes}")

@@ -9,8 +9,9 @@ a kernel waits on is recorded by some kernel, and every event of the model is re
 
 Values flow forward: a node's InferShape, HostCompute or Control reads only values
 typed before it (the graph's inputs, the weights, its body's inputs, outputs of nodes
-typed earlier); a Launch or a copy reads and writes only values whose data exist
-there (allocated and not yet freed, made on the host, or weights); a MemcpyH2D copies
+typed earlier), and a body's outputs are values it makes or is given, as many as its op
+says; a Launch or a copy reads and writes only values whose data exist there (allocated
+and not yet freed, made on the host, or weights); a MemcpyH2D copies
 a host value into its node's allocated output; copy kernels run copy nodes
 (:data:`COPY_NODES`), and only they do.  Checked before anything runs, so that a forged
 order is a ModelFormatError naming the kernel, not a KeyError in the middle of a run.
@@ -54,6 +55,22 @@ def _check_copy(k: HostKernel, node: ExecNode, w: str, c: Checker) -> None:
         c.fail(f"{w}.node", f"is node {k.node} ('{node.name}', {node.op}) with inputs "
                             f"{node.inputs} and outputs {node.outputs}: a copy reads one value "
                             f"and writes {outs}")
+
+
+def _check_bodies(k: HostKernel, node: ExecNode, w: str, c: Checker) -> None:
+    """Each body has the inputs and outputs onnx gives its op: an If's branches none and the
+    node's outputs; a Loop's body the node's inputs (iteration, condition, state) and one
+    output more (the condition); a Scan's body the node's inputs (but opset 8's sequence
+    lengths) and outputs."""
+    n_in, n_out = len(node.inputs), len(node.outputs)
+    scan_in = n_in - 1 if 0 < node.version < 9 else n_in
+    want = {"If": (0, n_out), "Loop": (n_in, n_out + 1), "Scan": (scan_in, n_out)}.get(node.op)
+    for name, b in (k.bodies or {}).items():
+        if want is not None and not node.domain and (len(b.inputs), len(b.outputs)) != want:
+            c.fail(f"{w}.bodies[{name!r}]", f"has {len(b.inputs)} inputs and {len(b.outputs)} "
+                                            f"outputs, but the body of {node.op} node "
+                                            f"'{node.name}' (with {n_in} inputs and {n_out} "
+                                            f"outputs) has {want[0]} and {want[1]}")
 
 
 class _Scope:
@@ -137,12 +154,19 @@ def check_host_order(graph: ExecGraphSection, c: Checker, weights: Iterable[str]
                     c.fail(f"{w}.values", f"free {stray}, which nothing allocated before")
                 allocated.remove(k.values)
                 data.remove(k.values)
+            if k.kind is K.CONTROL:
+                _check_bodies(k, node, w, c)
             for name, b in (k.bodies or {}).items():
                 walk(b, f"{w}.bodies[{name!r}].", (allocated, typed, data, host))
             if k.kind is K.CONTROL:          # the control flow makes its results itself
                 outs = [o for o in node.outputs if o]
                 for scope in (allocated, data, host):
                     scope.add(outs)
+        if where:                            # a body's results: made by it, or given to it
+            absent = [v for v in body.outputs if v not in typed or (v not in data and v not in host)]
+            if absent:
+                c.fail(f"{where}outputs", f"name {absent[:4]}, which the body neither makes nor "
+                                          f"is given")
 
     known = set(graph.inputs) | set(weights)
     walk(Body(graph.inputs, graph.outputs, graph.kernels, graph.device_values), "",

@@ -72,9 +72,18 @@ class MemoryPlanSection:
     weights: list[WeightRecord] = field(default_factory=list)
 
     @staticmethod
-    def parse(payload: Any, section: str = "memory_plan", prefix: str = "") -> "MemoryPlanSection":
+    def parse(payload: Any, section: str = "memory_plan", prefix: str = "",
+              max_records: int | None = None) -> "MemoryPlanSection":
+        """``max_records``: the most buffers (aliases, weights, readers of one buffer) the
+        plan may have, checked before any is read (:mod:`.section_limits`)."""
         c = Checker(section, prefix)
         d = c.dict(payload, "")
+        if max_records is not None:
+            for key in ("buffers", "aliases", "weights"):
+                n = len(d[key]) if isinstance(d.get(key), list) else 0
+                if n > max_records:
+                    c.fail(key, f"has {n} records, more than the tasks' operands allow "
+                                f"({max_records})")
         ints = {key: c.int(d, key, "", lo=0) for key in MEMORY_PLAN_INTS}
         arena, wbytes = ints["arena_bytes"], ints["weights_bytes"]
         if ints["alignment"] < 1:
@@ -86,6 +95,10 @@ class MemoryPlanSection:
         for i, b in enumerate(c.list(c.get(d, "buffers", ""), "buffers")):
             w = f"buffers[{i}]"
             bd = c.dict(b, w)
+            for key in ("readers", "writers"):
+                if max_records is not None and isinstance(bd.get(key), list) \
+                        and len(bd[key]) > max_records:
+                    c.fail(f"{w}.{key}", f"has {len(bd[key])} tasks, more than the plan has")
             rec = BufferRecord(c.str(bd, "name", w), c.int(bd, "offset", w, lo=0),
                                c.int(bd, "size", w, lo=0), c.int(bd, "first_task", w),
                                c.int(bd, "last_task", w),

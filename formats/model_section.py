@@ -45,6 +45,26 @@ def value_dtype(c: Checker, d: Mapping, key: str, where: str) -> str:
     return v
 
 
+#: Most levels of maps and lists a compile report nests (the compiler's: 3).
+MAX_REPORT_DEPTH = 32
+
+
+def check_plain_report(c: Checker, report: Mapping) -> None:
+    """The compile report is what JSON holds (maps with str keys, lists, str, numbers, bools,
+    nil), at most MAX_REPORT_DEPTH levels deep, so that ``aircc inspect --json`` can print it."""
+    stack: list[tuple[Any, int]] = [(report, 1)]
+    while stack:
+        x, depth = stack.pop()
+        if isinstance(x, (dict, list)):
+            if depth > MAX_REPORT_DEPTH:
+                c.fail("compile_report", f"nests more than {MAX_REPORT_DEPTH} levels")
+            if isinstance(x, dict) and not all(isinstance(k, str) for k in x):
+                c.fail("compile_report", "has a map whose keys are not all strs")
+            stack += [(v, depth + 1) for v in (x.values() if isinstance(x, dict) else x)]
+        elif not isinstance(x, (str, int, float, type(None))):
+            c.fail("compile_report", f"holds {describe(x)}, which is not a JSON value")
+
+
 @dataclass(frozen=True)
 class IOSpec:
     """One model input or output."""
@@ -185,7 +205,7 @@ class ModelSection:
         if not isinstance(source, str):
             c.fail("source_producer", f"must be a str, got {describe(source)}")
         report = d.get("compile_report") or {}
-        c.dict(report, "compile_report")
+        check_plain_report(c, c.dict(report, "compile_report"))
         record = d.get("onnx")
         if record is not None:
             record = OnnxRecord.parse(c, record, {k: [s.name for s in v] for k, v in ios.items()})

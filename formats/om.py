@@ -28,6 +28,7 @@ from aircc.errors import ModelFormatError
 from .checks import DTYPES, dtype_name
 from .contract import SECTION_NAMES, ModelContract, missing_sections, parse_sections, validate_section
 from .payload import decode_payload, encode_payload
+from .section_limits import section_limits
 from .weight_table import validate_weight_table
 
 MAGIC = b"AIRCCOM\x00"
@@ -158,13 +159,17 @@ def _build(om: OmFile) -> tuple[int, list[Any]]:
     encoded, decoded = {}, {}
     for name in sorted(om.sections, key=SECTION_KINDS.__getitem__):
         encoded[name] = encode_payload(name, om.sections[name])
+        limits = section_limits(name, len(encoded[name]), decoded)
         try:
-            decoded[name] = decode_payload(name, encoded[name])
+            decoded[name] = decode_payload(name, encoded[name], limits)
         except ModelFormatError as exc:
+            if exc.__cause__ is None:          # past a limit the reader holds it to
+                raise
             raise TypeError(f"section '{name}' does not survive a msgpack round trip "
                             f"(e.g. a list or tuple used as a dict key): {exc.__cause__}") from exc
     om.contract = parse_sections(om.mode, decoded, om.weights)
     table, wchunks = weight_chunks(om.weights)
+    validate_weight_table(table, sum(memoryview(ch).nbytes for ch in wchunks), TENSOR_ALIGN)
     encoded["weight_table"] = encode_payload("weight_table", table)
     sections = [(SECTION_KINDS[n], 0, [b]) for n, b in encoded.items()]
     sections.append((WEIGHTS_DATA, 0, wchunks))
@@ -297,7 +302,12 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
 
     if "model" not in found:
         raise ModelFormatError("missing section 'model'")
-    model = decode_payload("model", data("model"))
+    sections: dict[str, Any] = {}
+
+    def decode(name: str) -> Any:
+        return decode_payload(name, data(name), section_limits(name, found[name][1], sections))
+
+    model = decode("model")
     validate_section("model", model)
     if model["mode"] != mode:
         raise ModelFormatError(f"header flags say the model is {mode} (flags bit 0 = "
@@ -306,13 +316,12 @@ def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:
     for name in (*missing_sections(mode, found), "weights", "weight_table"):
         if name not in found:
             raise ModelFormatError(f"missing section '{name}' (required for {mode} models)")
-    sections: dict[str, Any] = {"model": model}
+    sections["model"] = model
     for name in sorted(found, key=SECTION_KINDS.__getitem__):
         if name in ("model", "weights", "weight_table"):
             continue
-        sections[name] = decode_payload(name, data(name))
-    table = validate_weight_table(decode_payload("weight_table", data("weight_table")),
-                                  found["weights"][1], TENSOR_ALIGN)
+        sections[name] = decode(name)
+    table = validate_weight_table(decode("weight_table"), found["weights"][1], TENSOR_ALIGN)
     wdata = data("weights")
     weights: dict[str, np.ndarray] = {}
     for name, dtype, shape, off, nbytes in table:

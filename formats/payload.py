@@ -1,11 +1,20 @@
-"""Section payloads as msgpack: numpy arrays as an extension type, strict decoding.
+"""Section payloads as msgpack: numpy arrays as an extension type, strict and bounded decoding.
 
 A payload is plain data (dicts, lists, str, int, float, bool, None, bytes) and
 numpy arrays of the stored dtypes; anything else is refused when it is written,
 with the path of the first value that cannot be stored.
+
+Decoding is bounded by the section's size (:class:`DecodeLimits`, docs/om-format.md):
+msgpack itself refuses a list, a map, a string or a binary longer than its limit before
+it allocates it, and nests at most 1024 levels; the reader counts the lists and maps as
+they are made, and stops at one empty one per :data:`BYTES_PER_EMPTY` bytes of the section
+(an empty map is one byte of the file and 64 of memory) or once they take
+:data:`MEMORY_PER_BYTE` bytes of memory per byte of the section.
 """
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -79,11 +88,77 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return np.frombuffer(bytearray(obj[2]), dtype).reshape(shape)
 
 
-def decode_payload(name: str, data: Any) -> Any:
-    """Decode one msgpack section; ModelFormatError if it is not valid msgpack."""
+#: At most one empty list or map per this many bytes of a section (one byte of the file,
+#: some 60 decoded; compiled models have one per hundred bytes or more), and
+#: :data:`FREE_CONTAINERS` more.
+BYTES_PER_EMPTY = 8
+FREE_CONTAINERS = 1024
+#: The most memory the lists and maps of a section may take, per byte of it (as
+#: ``sys.getsizeof`` counts them, element slots included, and 16 bytes of allocator overhead
+#: each), and :data:`FREE_MEMORY` more: compiled models' sections take 7 or less, a tiling's
+#: lists of index pairs (three bytes, 88 decoded) 29.
+MEMORY_PER_BYTE = 24
+FREE_MEMORY = 4 << 20
+#: The longest string a section may hold: names, dtypes and kinds are tens of bytes.  The
+#: ``model`` section's (its ONNX metadata) are bounded by the section's size only.
+MAX_STR_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class DecodeLimits:
+    """How much one section may decode to (see the module doc)."""
+
+    empty: int
+    """Empty lists and maps."""
+    memory: int
+    """Bytes all its lists and maps take."""
+    array_len: int
+    """Elements of one list (or entries of one map)."""
+    str_len: int
+
+    @staticmethod
+    def of(name: str, nbytes: int, extra_empty: int = 0,
+           array_len: int | None = None) -> "DecodeLimits":
+        """The limits of section ``name`` of ``nbytes`` bytes; ``extra_empty``: empty lists and
+        maps it may hold beyond its share by size; ``array_len``: a tighter bound on a list's
+        length than the section's size."""
+        return DecodeLimits(nbytes // BYTES_PER_EMPTY + FREE_CONTAINERS + extra_empty,
+                            nbytes * MEMORY_PER_BYTE + FREE_MEMORY,
+                            nbytes if array_len is None else min(nbytes, array_len),
+                            nbytes if name == "model" else min(nbytes, MAX_STR_BYTES))
+
+
+class _TooMany(ValueError):
+    pass
+
+
+def decode_payload(name: str, data: Any, limits: DecodeLimits | None = None) -> Any:
+    """Decode one msgpack section within ``limits`` (default: those of its size);
+    ModelFormatError if it is not valid msgpack or exceeds them."""
+    n = len(data)
+    lim = limits or DecodeLimits.of(name, n)
+    empty = memory = 0
+
+    def count(obj: Any) -> Any:
+        nonlocal empty, memory
+        memory += sys.getsizeof(obj) + 16
+        if not obj:
+            empty += 1
+            if empty > lim.empty:
+                raise _TooMany(f"it holds more than {lim.empty} empty lists and maps (at most "
+                               f"one per {BYTES_PER_EMPTY} bytes of its {n})")
+        if memory > lim.memory:
+            raise _TooMany(f"its lists and maps take more than {lim.memory} bytes decoded (at "
+                           f"most {MEMORY_PER_BYTE} per byte of its {n})")
+        return obj
+
     try:
         return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True,
-                               ext_hook=_ext_hook)
+                               ext_hook=_ext_hook, object_hook=count, list_hook=count,
+                               max_str_len=lim.str_len, max_bin_len=n, max_ext_len=n,
+                               max_array_len=lim.array_len, max_map_len=lim.array_len)
+    except _TooMany as exc:
+        raise ModelFormatError(f"section '{name}' is too large for its size: {exc}") from None
     except Exception as exc:
         raise ModelFormatError(f"section '{name}' is not valid msgpack: "
                                f"{type(exc).__name__}: {exc}") from exc

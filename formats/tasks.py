@@ -17,6 +17,7 @@ import numpy as np
 
 from .checks import Checker, stream_priorities
 from .kinds import Impl, Region, TaskKind
+from .node_signature import check_signature
 
 #: Most streams a model may ask for: each is a device worker thread.
 MAX_STREAMS = 256
@@ -161,12 +162,15 @@ def _kernel(c: Checker, d: Mapping, where: str, tid: int) -> KernelTask:
 
     ws = d.get("workspace")
     impl = c.kind(d, "impl", where, Impl) if "impl" in d else Impl.NATIVE
-    return KernelTask(tid, c.str(d, "op", where), c.str(d, "domain", where),
+    task = KernelTask(tid, c.str(d, "op", where), c.str(d, "domain", where),
                       c.int(d, "version", where, lo=0), c.str(d, "node", where), impl,
                       operands("inputs"), operands("outputs"),
                       dict(c.dict(c.get(d, "attrs", where), f"{where}.attrs")),
                       c.int(d, "tiling", where, lo=0),
                       None if ws is None else Workspace.parse(c, ws, f"{where}.workspace"))
+    check_signature(c, where, f"node '{task.node}'", task.domain, task.op, task.version,
+                    task.inputs, task.outputs, task.attrs)
+    return task
 
 
 def parse_task(c: Checker, x: Any, where: str) -> Task:

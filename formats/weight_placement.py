@@ -44,8 +44,8 @@ def check_weight_records(mp: MemoryPlanSection, weights: Mapping[str, np.ndarray
         if b.offset >= a.offset + a.size:
             continue
         same = (a.offset, a.size) == (b.offset, b.size) and weights is not None and \
-            np.array_equal(np.asarray(weights[a.name]).view(np.uint8).reshape(-1),
-                           np.asarray(weights[b.name]).view(np.uint8).reshape(-1))
+            np.array_equal(np.asarray(weights[a.name]).reshape(-1).view(np.uint8),
+                           np.asarray(weights[b.name]).reshape(-1).view(np.uint8))
         if not same:
             c.fail(f"{where}weights", f"weights '{a.name}' (bytes [{a.offset}, {a.offset + a.size})) "
                                       f"and '{b.name}' (bytes [{b.offset}, {b.offset + b.size})) "

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from .checks import Checker, array_spec
+from .checks import MAX_KERNEL_RANK, Checker, array_spec
 
 
 def validate_weight_table(table: Any, section_size: int,
@@ -29,7 +29,8 @@ def validate_weight_table(table: Any, section_size: int,
         offset = c.int(ed, "offset", w, lo=0)
         nbytes = c.int(ed, "nbytes", w, lo=0)
         try:
-            dtype, shape = array_spec(c.get(ed, "dtype", w), c.get(ed, "shape", w), nbytes)
+            dtype, shape = array_spec(c.get(ed, "dtype", w), c.get(ed, "shape", w), nbytes,
+                                      MAX_KERNEL_RANK)
         except ValueError as exc:
             c.fail(w, str(exc))
         if offset % alignment:

@@ -19,15 +19,18 @@ import pathlib
 import resource
 import sys
 import tempfile
+import time
 import traceback
 
 import numpy as np
 
+from om_hostile import ENDLESS
 from om_mutations import SEEDS, WEIGHTS_KIND, Vocabulary, mutate, split
 
 #: The last fuzz run's summary, for the test session's closing report (conftest).
 SUMMARY: list[str] = []
-
+#: Each run's deadline (the seeds run in milliseconds; a Loop that never exits ends here).
+RUN_DEADLINE = 1.0
 
 
 def _graphs() -> tuple:
@@ -49,6 +52,24 @@ def _graphs() -> tuple:
     return matmuls, conv
 
 
+def endless_loop_model():
+    """y = Loop(no trip count, cond = true) { h + 1; cond stays true }: a static Loop that
+    never exits."""
+    from onnx import TensorProto, helper
+    from graphs import model, tensor
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["h_in", "one"], ["h_out"])], "forever",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []), tensor("h_in", [4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), tensor("h_out", [4])])
+    return model([helper.make_node("Loop", ["", "yes", "x"], ["y"], body=body)],
+                 [tensor("x", [4])], [tensor("y", [4])],
+                 [helper.make_tensor("yes", TensorProto.BOOL, [], [True]),
+                  helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])], 17)
+
+
 def build_seeds(directory: str) -> dict[str, bytes]:
     """Compile every seed model (tiny, so that a case costs milliseconds); write each as
     ``<name>.om`` in ``directory``."""
@@ -57,14 +78,15 @@ def build_seeds(directory: str) -> dict[str, bytes]:
     from graphs import diamond, loop_if_model
 
     matmuls, conv = _graphs()
-    many = {"streams": None, "min_branch_bytes": 0}
+    many = {"streams": None, "min_branch_bytes": 0, "split_matrix_branches": True}   # 3 streams
     compiled = {
         "static_streams": aircc.compile(diamond(), **many),
         "gears": aircc.compile(diamond(), input_shapes={"x": [-1, 4]}, dynamic_batch=[1, 2], **many),
-        "dynamic_streams": aircc.compile(matmuls, mode="dynamic", split_matrix_branches=True, **many),
+        "dynamic_streams": aircc.compile(matmuls, mode="dynamic", **many),
         "static_loop_if": aircc.compile(loop_if_model(), mode="static"),
         "dynamic_loop_if": aircc.compile(loop_if_model(), mode="dynamic"),
-        "static_conv": aircc.compile(conv)}
+        "static_conv": aircc.compile(conv),
+        ENDLESS: aircc.compile(endless_loop_model(), mode="static")}
     out = {name: dump_om(c.om) for name, c in compiled.items()}
     for name, data in out.items():
         with open(os.path.join(directory, f"{name}.om"), "wb") as f:
@@ -87,7 +109,8 @@ def _feeds(inputs: list[dict], rng: np.random.Generator) -> dict:
     """Random feeds of the declared inputs (symbols are 2; what cannot be made, made wrong)."""
     feeds = {}
     for spec in inputs:
-        shape = [d if isinstance(d, int) else 2 for d in spec.get("shape") or [2]]
+        declared = spec.get("shape")
+        shape = [2] if declared is None else [d if isinstance(d, int) else 2 for d in declared]
         try:
             dt = np.dtype(spec["dtype"])
         except TypeError:
@@ -99,6 +122,16 @@ def _feeds(inputs: list[dict], rng: np.random.Generator) -> dict:
     return feeds
 
 
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: Linux's VmHWM, which starts again at
+    exec (``ru_maxrss`` keeps the parent's from before the fork); ``ru_maxrss`` elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+
+
 class Runner:
     """Runs cases on one device: load each mutated file, run it once, close it."""
 
@@ -106,7 +139,7 @@ class Runner:
         import aircc
         from aircc.formats import om as omod
 
-        self.seeds = {n: pathlib.Path(seed_dir, f"{n}.om").read_bytes() for n in SEEDS}
+        self.seeds = {n: pathlib.Path(seed_dir, f"{n}.om").read_bytes() for n in (*SEEDS, ENDLESS)}
         self.vocab = {n: Vocabulary({k: p for k, _, p in split(b)[1] if k != WEIGHTS_KIND})
                       for n, b in self.seeds.items()}
         self.device = aircc.VirtualDevice(256 << 20)
@@ -130,12 +163,19 @@ class Runner:
             return {"case": case, "outcome": "HARNESS", "message": repr(exc), **_frames(exc)}
         out = {"case": case, "seed": seed, "mutation": what, "size": len(data)}
         self.reached, stage, model = False, "load", None
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = peak_rss()
+        t0 = time.monotonic()
         try:
             model = aircc.load(data, device=self.device)
+            out["load_seconds"] = time.monotonic() - t0
             stage, run = "run", model.run
-            kw = {"timeout": 2.0} if "timeout" in inspect.signature(run).parameters else {}
-            run(_feeds(model.inputs, np.random.default_rng(case)), **kw)
+            kw = {"timeout": RUN_DEADLINE} if "timeout" in inspect.signature(run).parameters else {}
+            feeds = _feeds(model.inputs, np.random.default_rng(case))
+            t0 = time.monotonic()
+            try:
+                run(feeds, **kw)
+            finally:
+                out["run_seconds"] = time.monotonic() - t0
             stage = "close"
             model.close()
             out["outcome"] = "ran"
@@ -158,7 +198,9 @@ class Runner:
                 out.update(outcome="FOREIGN", stage="close", error=type(exc).__name__,
                            message=str(exc)[:400], **_frames(exc))
         out["reached"] = self.reached
-        out["rss_growth"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) << 10
+        out.setdefault("load_seconds", time.monotonic() - t0)
+        rss = peak_rss()
+        out["rss_growth"], out["rss"] = rss - peak, rss
         self._check_device(out)
         return out
 

@@ -15,6 +15,8 @@ from typing import Any, Callable
 import msgpack
 import numpy as np
 
+import om_hostile
+
 _HDR, _ENT = struct.Struct("<8sHHIIIQQI"), struct.Struct("<IIQQII")
 WEIGHTS_KIND = 2
 SECTION_WEIGHTS = {"tasks": 3, "gears": 4, "exec_graph": 4, "memory_plan": 2, "model": 2,
@@ -255,17 +257,25 @@ def _bytes(rng: random.Random, data: bytes) -> tuple[bytes, str]:
 
 
 def mutate(case: int, seeds: dict[str, bytes], vocab: dict[str, Vocabulary]) -> tuple[str, bytes, str]:
-    """Case ``case``: its seed's name, the mutated file, and what was changed."""
+    """Case ``case``: its seed's name, the mutated file, and what was changed (a tenth of the
+    cases change bytes, a fourteenth the container, a quarter build a hostile shape
+    (:mod:`om_hostile`), the rest change fields)."""
     name, rng = SEEDS[case % len(SEEDS)], random.Random(case)
     r = rng.random()
-    if r < 0.15:
+    if r < 0.1:
         return (name, *_bytes(rng, seeds[name]))
     flags, secs = split(seeds[name])
-    if r < 0.25:
+    if r < 0.17:
         flags, what = _container(rng, flags, secs)
         return name, join(flags, secs), what
     from aircc.formats.om import KIND_NAMES
     tree = {KIND_NAMES[k]: p for k, _, p in secs if k != WEIGHTS_KIND}
+    if r < 0.42:
+        shape = om_hostile.pick(rng)
+        if shape == "endless":
+            return om_hostile.ENDLESS, seeds[om_hostile.ENDLESS], "hostile endless: the seed as it is"
+        what = om_hostile.SHAPES[shape](rng, tree, secs)
+        return name, join(flags, secs), f"hostile {what}"
     ops = [_field if rng.random() < 0.5 else _plausible for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     what = "; ".join(op(rng, tree, vocab[name]) for op in ops)
     return name, join(flags, secs), what

@@ -15,8 +15,12 @@ def _shape_matches(expected: list, actual: tuple) -> bool:
     return all(not isinstance(e, int) or e == a for e, a in zip(expected, actual))
 
 
-def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
-    """The feeds in input order, as C-contiguous arrays; raise InputError on any mismatch."""
+def check_feeds(inputs: list[dict], feeds: dict, max_bytes: int | None = None) -> list[np.ndarray]:
+    """The feeds in input order, as C-contiguous arrays; raise InputError on any mismatch.
+
+    Each feed's dtype and shape are checked against its input before anything is copied,
+    and with ``max_bytes`` (the device's memory) so is the size of the tensor feeds
+    together: a broadcast view of a huge shape is refused by that shape, not copied."""
     if not isinstance(feeds, dict):
         raise InputError(f"feeds must be a dict of input name -> array, got {type(feeds).__name__}")
     names = [i["name"] for i in inputs]
@@ -26,7 +30,7 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
     missing = [n for n in names if n not in feeds]
     if missing:
         raise InputError(f"missing inputs {missing}; the model's inputs are {names}")
-    ordered = []
+    ordered, total = [], 0
     for spec in inputs:
         value = feeds[spec["name"]]
         if value_kind(spec["dtype"]) != "tensor":
@@ -44,6 +48,10 @@ def check_feeds(inputs: list[dict], feeds: dict) -> list[np.ndarray]:
         if not _shape_matches(spec["shape"], arr.shape):
             raise InputError(f"input '{spec['name']}' must have shape {spec['shape']}, "
                              f"got {list(arr.shape)}")
+        total += arr.nbytes
+        if max_bytes is not None and total > max_bytes:
+            raise InputError(f"input '{spec['name']}' of shape {list(arr.shape)} ({arr.nbytes} bytes) "
+                             f"makes the feeds {total} bytes: more than the device's {max_bytes}")
         ordered.append(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr).reshape(arr.shape))
     return ordered
 

@@ -200,9 +200,9 @@ def test_a_control_kernel_must_run_control_flow():
     k = next(k for k, h in enumerate(eg["kernels"]) if h["kind"] == "control")
     node = eg["kernels"][k]["node"]
     bad = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)
-    bad.sections["exec_graph"]["nodes"][node]["op"] = "Relu"         # not control flow
+    bad.sections["exec_graph"]["nodes"][node]["op"] = "Clip"    # not control flow, same arity
     with pytest.raises(ModelFormatError, match=f"kernels\\[{k}\\].node is node {node} "
-                                               f"\\('{eg['nodes'][node]['name']}', op Relu\\), not an If"):
+                                               f"\\('{eg['nodes'][node]['name']}', op Clip\\), not an If"):
         aircc.load(forge(bad))
     moved = OmFile(om.mode, copy.deepcopy(om.sections), om.weights)   # results nobody made
     moved.sections["exec_graph"]["kernels"][k]["node"] = next(
@@ -303,12 +303,12 @@ def test_values_are_made_before_they_are_used(dynamic_model):
                                         f"{eg['kernels'][launch]['node']}")
     refused(dynamic_model, freed_early, "hold no data there (not allocated, or freed)")
 
-    def made_later(sec):                  # node 2 reads its own output
-        node = sec["exec_graph"]["nodes"][2]
-        node["inputs"][0] = node["outputs"][0]
+    later = eg["nodes"][3]["outputs"][0]
+
+    def made_later(sec):                  # node 2 reads node 3's output
+        sec["exec_graph"]["nodes"][2]["inputs"][0] = later
     refused(dynamic_model, made_later, f"is infer_shape of node 2 ('{eg['nodes'][2]['name']}'), "
-                                       f"which reads ['{eg['nodes'][2]['outputs'][0]}'] before "
-                                       f"anything makes them")
+                                       f"which reads ['{later}'] before anything makes them")
 
 
 def test_copy_kernels_run_copy_nodes_of_existing_bindings(dynamic_model):

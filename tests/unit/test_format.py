@@ -71,6 +71,9 @@ def sections(mode: str = "static") -> dict:
                        "placement": "device", "stream": 0, "impl": "native"},
                       {"op": "Relu", "domain": "", "version": 14, "name": "relu0",
                        "inputs": ["x.dev"], "outputs": ["h"], "attrs": {},
+                       "placement": "device", "stream": 0, "impl": "native"},
+                      {"op": "MemcpyD2H", "domain": "aircc", "version": 1, "name": "d2h_0",
+                       "inputs": ["h"], "outputs": [], "attrs": {"binding": 0},
                        "placement": "device", "stream": 0, "impl": "native"}],
             "kernels": [{"kind": "infer_shape", "node": 0},
                         {"kind": "alloc", "node": 0, "stream": 0, "values": ["x.dev"]},
@@ -78,7 +81,9 @@ def sections(mode: str = "static") -> dict:
                         {"kind": "infer_shape", "node": 1}, {"kind": "tiling", "node": 1},
                         {"kind": "alloc", "node": 1, "stream": 0, "values": ["h"]},
                         {"kind": "launch", "node": 1, "stream": 0},
-                        {"kind": "free", "values": ["x.dev"]}]}
+                        {"kind": "free", "values": ["x.dev"]},
+                        {"kind": "memcpy_d2h", "node": 2, "stream": 0},
+                        {"kind": "free", "values": ["h"]}]}
     return s
 
 
@@ -464,7 +469,7 @@ def test_control_flow_nested_too_deep_is_refused():
                 "kernels": [{"kind": "control", "node": 1, "stream": 0, "bodies": {"body": body}}]}
     s["exec_graph"]["kernels"] += body["kernels"]
     e = rejects(forge(s, flags=1), "bodies nest control flow more than 32 bodies deep")
-    assert "section 'exec_graph': kernels[8].bodies['body'].kernels[0]" in str(e)
+    assert "section 'exec_graph': kernels[10].bodies['body'].kernels[0]" in str(e)
 
 
 def test_only_model_format_errors_escape():
