@@ -24,6 +24,7 @@ if TYPE_CHECKING:                      # names for the annotations only
     from .executor.device.caching_allocator import PoolOptions as _PoolOptions
     from .executor.device.device import VirtualDevice as _VirtualDevice
     from .executor.device.discovery import DeviceInfo
+    from .executor.runtime.checkpoint import Checkpoint  # noqa: F401
     from .executor.runtime.loaded import LoadedModel
     from .executor.runtime.multi_device import MultiDeviceModel
     from .executor.runtime.recovery import RecoveryPolicy as _RecoveryPolicy
@@ -193,6 +194,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Checkpoint":           # saved tensors (docs/runtime.md), on first use
+        from .executor.runtime.checkpoint import Checkpoint
+
+        globals()[name] = Checkpoint
+        return Checkpoint
     if name not in _ORT_API:
         raise AttributeError(f"module 'aircc' has no attribute {name!r}")
     from . import session

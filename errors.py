@@ -159,6 +159,15 @@ class InputError(AirccError):
     exit_code = EXIT_INPUT
 
 
+class CheckpointError(AirccError):
+    """A checkpoint (:class:`aircc.Checkpoint`, a dataset job's ``checkpoint_dir``) that
+    cannot be written, read or resumed: damaged, cut off, of another version, or made by
+    another model or dataset."""
+
+    code = 145300
+    exit_code = EXIT_INPUT
+
+
 class KernelError(AirccError):
     """A kernel raised while running on the device."""
 

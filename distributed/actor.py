@@ -6,7 +6,9 @@ compute units), loads the model and then runs every batch it is handed.  A batch
 aircc error yields no rows and is reported to the run's ledger with its id (its first
 and last row); with ``fail_fast`` it raises :class:`~aircc.errors.BatchFailedError`
 instead, which stops the run.  Subclass :class:`ModelActor` to change how a batch
-becomes the model's feeds (:meth:`ModelActor.feeds`).
+becomes the model's feeds (:meth:`ModelActor.feeds`).  With a checkpoint, each finished
+batch is written to its folder (outputs and record in one file, atomically) before it
+counts as done, and a batch found there already is not run again.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 import aircc
 from aircc.errors import AirccError, InputError
 
+from .checkpoint import read_record, record_path, write_record
 from .ledger import BatchFailure, batch_name
 
 
@@ -45,6 +48,11 @@ class ActorSpec:
     memory_bytes: int | None = None
     load_options: dict = field(default_factory=dict)
     """Passed to :func:`aircc.load` (``runtime_core_number``, ``timeout``, ``recovery``)."""
+    checkpoint: str | None = None
+    """The folder each finished batch is written to, with its record (the ``batches``
+    folder of a :class:`~aircc.distributed.checkpoint.DatasetCheckpoint`), or None."""
+    run_id: str = ""
+    """This run's id, kept in each batch record it writes."""
 
 
 def assigned_cpus() -> int:
@@ -99,13 +107,21 @@ class ModelActor:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         """The batch's outputs (with its index and kept columns); nothing for a batch
-        whose run raised an aircc error (reported, or raised with ``fail_fast``)."""
+        whose run raised an aircc error (reported, or raised with ``fail_fast``).  With a
+        checkpoint, the results go to the batch's file and this yields only the batch's
+        ``first_row`` and ``rows``."""
         import ray
 
         index = np.asarray(batch[self.spec.index_column])
         if len(index) == 0:
             return
         first, last = int(index[0]), int(index[-1])
+        record = None if self.spec.checkpoint is None else \
+            record_path(self.spec.checkpoint, first, last)
+        done = {"first_row": np.array([first]), "rows": np.array([len(index)])}
+        if record is not None and recorded(record, len(index)):
+            yield done
+            return                   # written before this actor was restarted
         start = time.time()
         try:
             outputs = self.run(self.feeds(batch), len(index))
@@ -117,13 +133,16 @@ class ModelActor:
             if self.spec.fail_fast:
                 raise failure.as_error() from None
             return
-        if self.spec.ledger is not None:
-            ray.get(self.spec.ledger.batch_done.remote(first, len(index), start, time.time(),
-                                                       self.pid))
         result = {self.spec.index_column: index}
         result.update({c: batch[c] for c in self.spec.keep_columns})
         result.update(outputs)
-        yield result
+        if record is not None:        # durable before the batch counts as done
+            write_record(record, result, self.spec.index_column,
+                         {"run": self.spec.run_id, "pid": self.pid})
+        if self.spec.ledger is not None:
+            ray.get(self.spec.ledger.batch_done.remote(first, len(index), start, time.time(),
+                                                       self.pid))
+        yield result if record is None else done
 
     def feeds(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model's feeds for ``batch``: each input from its column, stacked, cast to the
@@ -153,6 +172,16 @@ class ModelActor:
                                      f"runs models whose outputs have the batch first")
                 parts[name].append(value[:n])
         return {k: (v[0] if len(v) == 1 else np.concatenate(v)) for k, v in parts.items()}
+
+
+def recorded(path: str, rows: int) -> bool:
+    """Whether the batch file ``path`` is there, sound, and holds ``rows`` rows."""
+    if not os.path.exists(path):
+        return False
+    try:
+        return read_record(path).rows == rows
+    except AirccError:
+        return False
 
 
 def column_as_input(column: np.ndarray, spec: dict, name: str) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aircc.errors import InputError
+from aircc.executor.runtime.checkpoint_format import sync_folder
 
 if TYPE_CHECKING:
     import ray.data
@@ -214,17 +215,34 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
 
 
+#: The folder of an ``airrun --dataset`` output folder that holds the job's checkpoint;
+#: no column's folder takes its name.
+OUTPUT_CHECKPOINT = ".checkpoint"
+_SHARD = re.compile(r"part-\d{12,}\.(npy|parquet)")
+
+
 def output_folders(names: list[str]) -> dict[str, str]:
     """Each column's folder of .npy shards: its :func:`safe_name`, numbered when two meet."""
     out: dict[str, str] = {}
     for n in names:
         base, k = safe_name(n), 1
         folder = base
-        while folder in out.values():
+        while folder in out.values() or folder == OUTPUT_CHECKPOINT:
             k += 1
             folder = f"{base}.{k}"
         out[n] = folder
     return out
+
+
+def remove_shards(out_dir: str, folders: dict[str, str]) -> None:
+    """Remove the shards (``part-N``) and the summary an earlier :func:`write_shard` of
+    these column ``folders`` left under ``out_dir``."""
+    for folder in ["", *folders.values()]:
+        path = os.path.join(out_dir, folder)
+        names = os.listdir(path) if os.path.isdir(path) else []
+        for name in names:
+            if _SHARD.fullmatch(name) or (not folder and name == "summary.json"):
+                os.unlink(os.path.join(path, name))
 
 
 def write_shard(batch: dict, out_dir: str, fmt: str, folders: dict[str, str],
@@ -256,7 +274,19 @@ def write_shard(batch: dict, out_dir: str, fmt: str, folders: dict[str, str],
 
 def _atomic(path: str, write) -> str:
     tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as f:
-        write(f)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())          # on disk before a checkpoint lets its batches go
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    sync_folder(os.path.dirname(path))
     return path
+
+
+def write_atomic(path: str, data: bytes) -> str:
+    """Write ``data`` to ``path`` whole (temporary file, fsync, rename)."""
+    return _atomic(path, lambda f: f.write(data))

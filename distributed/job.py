@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Union
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from aircc.errors import AirccError, InputError
 
+from . import checkpoint as ckpt
 from . import io
 from .actor import ActorSpec, ModelActor
 from .ledger import RunLedger, Summary
@@ -129,8 +131,9 @@ def run_dataset(om: ModelSource, dataset: DatasetSource, *, batch_size: int = 64
                 fail_fast: bool = False, memory_bytes: int | None = None,
                 max_restarts: int | None = None, max_task_retries: int | None = None,
                 progress: bool = True,
-                actor_class: type = ModelActor, load_options: dict | None = None
-                ) -> InferenceJob:
+                actor_class: type = ModelActor, load_options: dict | None = None,
+                checkpoint_dir: str | os.PathLike | None = None,
+                dataset_fingerprint: str | None = None) -> InferenceJob:
     """Run the compiled model ``om`` over ``dataset`` with a pool of ``actors`` Ray actors,
     each loading the model once and given ``cpus_per_actor`` CPUs; lazy until the job's
     results are asked for.
@@ -142,12 +145,26 @@ def run_dataset(om: ModelSource, dataset: DatasetSource, *, batch_size: int = 64
     actor and ``max_task_retries`` retries per batch when they are given.  A batch
     that raises an aircc error yields no rows and is listed in the summary's failures;
     ``fail_fast`` stops the run with :class:`~aircc.errors.BatchFailedError` instead.
+
+    ``checkpoint_dir``: a folder each finished batch is written to as it is done (its
+    outputs and its record in one file, atomically); a job run again with the same folder,
+    model and data (after its driver died) computes only the batches missing there, and
+    its results are read back from it.  The dataset's fingerprint is the sha256 of its
+    files or arrays; a Ray Dataset needs ``dataset_fingerprint`` (any string that changes
+    when the data does), which also replaces the computed one.  A folder made by another
+    model or dataset is refused (:class:`~aircc.errors.CheckpointError`).
     """
     ray = require_ray()
+    # an earlier job's failed execution may still sit in reference cycles with its
+    # actors (a traceback kept its frames), which hold their CPUs until a collection
+    gc.collect()
     if batch_size < 1 or actors < 1 or cpus_per_actor <= 0:
         raise InputError(f"batch_size ({batch_size}) and actors ({actors}) must be at least 1 "
                          f"and cpus_per_actor ({cpus_per_actor}) positive")
     data, inputs, outputs = om_bytes(om)
+    source = (dataset_fingerprint, -1)
+    if checkpoint_dir is not None and dataset_fingerprint is None:
+        source = ckpt.data_fingerprint(dataset, [i["name"] for i in inputs])
     clash = [o["name"] for o in outputs if o["name"] == index_column or o["name"] in keep_columns]
     if clash:
         raise InputError(f"the model's output {clash[0]!r} has the name of a dataset column "
@@ -157,16 +174,30 @@ def run_dataset(om: ModelSource, dataset: DatasetSource, *, batch_size: int = 64
     dataset, columns = prepare_dataset(dataset, inputs, index_column, batch_size, actors)
     keep = tuple(keep_columns)
     mapping = match_columns(inputs, columns, input_columns, index_column, keep)
+    checkpoint = None
+    if checkpoint_dir is not None:
+        checkpoint = ckpt.DatasetCheckpoint.open(checkpoint_dir, {
+            "model": ckpt.model_fingerprint(data), "data": source[0], "rows": source[1],
+            "index_column": index_column, "input_columns": json.dumps(mapping, sort_keys=True),
+            "keep_columns": json.dumps(keep), "outputs": json.dumps([o["name"] for o in outputs]),
+            "batch_code": ckpt.batch_code(actor_class)})
+        starts, ends = checkpoint.done_ranges()
+        if len(starts):
+            dataset = dataset.map_batches(ckpt.drop_done_rows, batch_size=None,
+                                          batch_format="numpy",
+                                          fn_kwargs={"index_column": index_column,
+                                                     "starts": starts, "ends": ends})
     ledger = ray.remote(num_cpus=0, max_restarts=0)(RunLedger).remote()
     spec = ActorSpec(ray.put(data), inputs, outputs, mapping, index_column, keep, fail_fast,
-                     ledger, memory_bytes, dict(load_options or {}))
+                     ledger, memory_bytes, dict(load_options or {}),
+                     checkpoint.batches if checkpoint else None, uuid.uuid4().hex)
     retries = {k: v for k, v in (("max_restarts", max_restarts),
                                  ("max_task_retries", max_task_retries)) if v is not None}
     results = dataset.map_batches(
         actor_class, fn_constructor_kwargs={"spec": spec}, batch_size=batch_size,
         batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=cpus_per_actor, **retries)
-    return InferenceJob(results, spec, actors, progress)
+    return InferenceJob(results, spec, actors, progress, checkpoint)
 
 
 class InferenceJob:
@@ -174,11 +205,23 @@ class InferenceJob:
     :meth:`write` or :meth:`run`; then :attr:`summary` says what happened."""
 
     def __init__(self, dataset: ray.data.Dataset, spec: ActorSpec, actors: int,
-                 progress: bool = True):
+                 progress: bool = True, checkpoint: ckpt.DatasetCheckpoint | None = None):
         self.spec, self.actors, self.progress = spec, actors, progress
+        self.checkpoint = checkpoint
         self.summary: Summary | None = None
-        self.dataset = ordered(dataset, progress)
-        """The results as a lazy Ray Dataset (index, kept columns, outputs), in input order."""
+        self._pipeline = ordered(dataset, progress)
+        self._computed = checkpoint is not None and checkpoint.all_done()
+
+    @property
+    def dataset(self) -> ray.data.Dataset:
+        """The results as a lazy Ray Dataset (index, kept columns, outputs), in input order.
+        With a checkpoint, the batches missing from it are run first (once), and the
+        results are read back from it."""
+        if self.checkpoint is None:
+            return self._pipeline
+        if not self._computed:
+            self.run(lambda ds: None)
+        return self._results()
 
     def run(self, consume: Callable[[Any], Any]) -> Any:
         """``consume(self.dataset)`` (anything that executes it), timed; sets
@@ -186,8 +229,33 @@ class InferenceJob:
         import ray
 
         t0 = time.perf_counter()
+        if self.checkpoint is None:
+            result = self._execute(lambda: consume(self._pipeline))
+        else:
+            if not self._computed:
+                self._execute(lambda: self._pipeline.take_all())   # the batches' records
+                self._computed = True
+            result = self._execute(lambda: consume(self._results()))
+        seconds = time.perf_counter() - t0
+        report = ray.get(self.spec.ledger.report.remote())
+        resumed = self.checkpoint.records if self.checkpoint is not None else []
+        self.summary = Summary(rows=report["rows"] + sum(r.rows for r in resumed),
+                               batches=report["batches"], seconds=seconds,
+                               actors=self.actors, actors_started=report["actors_started"],
+                               actor_restarts=report["actor_restarts"],
+                               actors_used=report["actors_used"],
+                               actor_threads=report["actor_threads"],
+                               window_seconds=report["window_seconds"],
+                               failures=report["failures"], resumed_batches=len(resumed),
+                               resumed_rows=sum(r.rows for r in resumed))
+        return result
+
+    def _execute(self, work: Callable[[], Any]) -> Any:
+        """``work()``; the aircc error inside what Ray raised, if any, raised as itself."""
+        import ray
+
         try:
-            result = consume(self.dataset)
+            return work()
         except Exception as e:
             report = ray.get(self.spec.ledger.report.remote())
             if self.spec.fail_fast and report["failures"]:
@@ -196,30 +264,38 @@ class InferenceJob:
                 gc.collect()
                 raise
             error.__traceback__ = None
-        else:
-            error = None
-        if error is not None:
-            # Ray's failed execution sits in reference cycles with its actors, which hold
-            # their CPUs until a collection: the next run would wait for them
-            gc.collect()
-            raise error
-        seconds = time.perf_counter() - t0
-        report = ray.get(self.spec.ledger.report.remote())
-        self.summary = Summary(rows=report["rows"], batches=report["batches"], seconds=seconds,
-                               actors=self.actors, actors_started=report["actors_started"],
-                               actor_restarts=report["actor_restarts"],
-                               actors_used=report["actors_used"],
-                               actor_threads=report["actor_threads"],
-                               window_seconds=report["window_seconds"],
-                               failures=report["failures"])
-        return result
+        # Ray's failed execution sits in reference cycles with its actors, which hold
+        # their CPUs until a collection: the next run would wait for them
+        gc.collect()
+        raise error
+
+    def _results(self) -> ray.data.Dataset:
+        """The results read back from the checkpoint's batch files, in row order."""
+        import ray
+
+        cover = ckpt.cover(self.checkpoint.files())
+        items = [{"path": p, "from_row": r} for p, r in cover] or [{"path": "", "from_row": 0}]
+        columns = [self.spec.index_column, *self.spec.keep_columns,
+                   *(o["name"] for o in self.spec.outputs)]
+        blocks = min(len(items), 1024)            # a read task per file, up to a point
+        return ordered(ray.data.from_items(items, override_num_blocks=blocks).map_batches(
+            ckpt.read_batches, batch_size=1, batch_format="numpy",
+            fn_kwargs={"columns": columns, "index_column": self.spec.index_column}),
+            self.progress)
 
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Every result column as one array, rows in input order (runs the job)."""
-        batches = self.run(lambda ds: list(ds.iter_batches(batch_size=None,
-                                                           batch_format="numpy")))
         names = [self.spec.index_column, *self.spec.keep_columns,
                  *(o["name"] for o in self.spec.outputs)]
+        if self.checkpoint is None:
+            batches = self.run(lambda ds: list(ds.iter_batches(batch_size=None,
+                                                               batch_format="numpy")))
+        else:                         # read here: the driver has read them once already
+            batches = self.run(lambda _: [b for path, first in ckpt.cover(self.checkpoint.files())
+                                          for b in ckpt.read_batches(
+                                              {"path": [path], "from_row": [first]}, names,
+                                              self.spec.index_column)])
+        batches = [b for b in batches if len(b[self.spec.index_column])]
         if not batches:
             return {n: np.zeros((0,)) for n in names}
         return {n: np.concatenate([b[n] for b in batches]) for n in names}
@@ -236,17 +312,17 @@ class InferenceJob:
         names = [self.spec.index_column, *self.spec.keep_columns,
                  *(o["name"] for o in self.spec.outputs)]
         folders = io.output_folders(names)
-        shards = self.dataset.map_batches(
-            io.write_shard, batch_size=shard_rows, batch_format="numpy",
-            fn_kwargs={"out_dir": out_dir, "fmt": fmt, "folders": folders,
-                       "index_column": self.spec.index_column})
-        written = self.run(lambda _: ordered(shards, self.progress).take_all())
+        kwargs = {"out_dir": out_dir, "fmt": fmt, "folders": folders,
+                  "index_column": self.spec.index_column}
+        written = self.run(lambda ds: ordered(ds.map_batches(
+            io.write_shard, batch_size=shard_rows, batch_format="numpy", fn_kwargs=kwargs),
+            self.progress).take_all())
         self.summary.files = sorted(f for w in written for f in json.loads(w["files"]))
         self.summary.rows = int(sum(w["rows"] for w in written))
-        with open(os.path.join(out_dir, "summary.json"), "w") as f:
-            f.write(self.summary.to_json() if fmt == "parquet" else
-                    json.dumps({**json.loads(self.summary.to_json()), "folders": folders},
-                               indent=1))
+        io.write_atomic(os.path.join(out_dir, "summary.json"), (
+            self.summary.to_json() if fmt == "parquet" else
+            json.dumps({**json.loads(self.summary.to_json()), "folders": folders}, indent=1)
+        ).encode())
         return self.summary
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ are keyed by the batch's first row: a batch retried after its actor died counts 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from aircc.errors import BatchFailedError
 
@@ -47,9 +47,10 @@ class Summary:
     """The end of a dataset run: rows and batches done, time, throughput, failures."""
 
     rows: int
-    """Rows with outputs."""
+    """Rows with outputs (those resumed from a checkpoint included)."""
     batches: int
-    """Batches that ran (each counted once, however often it was retried)."""
+    """Batches that ran (each counted once, however often it was retried; not those
+    resumed from a checkpoint)."""
     seconds: float
     """Wall time of the run, from the driver."""
     actors: int
@@ -68,6 +69,9 @@ class Summary:
     failures: list[BatchFailure] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     """The files written (:meth:`InferenceJob.write`), in input order."""
+    resumed_batches: int = 0
+    """Batches found done in the job's checkpoint (not run again)."""
+    resumed_rows: int = 0
 
     @property
     def rows_per_second(self) -> float:
@@ -88,9 +92,21 @@ class Summary:
                 f"once the actors ran), actors {self.actors} "
                 f"({self.actor_restarts} restarted), failed batches {len(self.failures)} "
                 f"({self.failed_rows} rows)")
+        if self.resumed_batches:
+            head += (f", resumed {self.resumed_batches} batches ({self.resumed_rows} rows) "
+                     f"from the checkpoint")
         lines = [head]
         lines += [f"  {f.describe()}" for f in self.failures]
         return "\n".join(lines)
+
+    @classmethod
+    def from_json(cls, text: str) -> Summary:
+        """The summary :meth:`to_json` wrote."""
+        d = json.loads(text)
+        names = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in names}
+        d["failures"] = [BatchFailure(**f) for f in d.get("failures", [])]
+        return cls(**d)
 
     def to_json(self) -> str:
         d = asdict(self)

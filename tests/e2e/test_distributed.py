@@ -8,6 +8,7 @@ the end and none of its processes may be left then.  Each test has a deadline.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from onnx import TensorProto, helper
 
 import aircc
 from aircc.distributed import ModelActor, run_dataset    # imports Ray only when it runs
-from aircc.errors import BatchFailedError, InputError
+from aircc.errors import BatchFailedError, CheckpointError, InputError
 from aircc.formats.om import dump_om
 from graphs import const, model, tensor
 
@@ -313,6 +314,8 @@ def test_airrun_dataset_options_are_checked_before_any_work(tmp_path, images):
             (["--dataset", str(tmp_path)], "--dataset writes its outputs to --output-dir OUT"),
             (["--dataset", str(tmp_path), "--output-dir", str(tmp_path / "out")],
              "is not empty; give a new or empty folder"),
+            (["--dataset", str(tmp_path), "--output-dir", str(tmp_path / "out"), "--resume"],
+             "holds files but no job to resume (no .checkpoint folder)"),
             (["--dataset", str(tmp_path), "--output-dir", str(tmp_path / "new"), "--random", "1"],
              "it cannot go with --input, --random or --output")]:
         r = CliRunner().invoke(airrun, [model_om, *args])
@@ -328,3 +331,141 @@ def test_importing_aircc_does_not_import_ray():
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+
+
+# ---------------------------------------------------------------- checkpoints and resume
+#: A driver that runs ``airrun`` with actors waiting PAUSE s before each batch (the same
+#: code makes each batch's outputs: the job's fingerprint is plain airrun's), so that the
+#: test can kill it half way.
+SLOW_AIRRUN = """
+import sys, time
+import aircc.distributed
+from aircc.distributed import ModelActor
+
+class SlowActor(ModelActor):
+    def __call__(self, batch):
+        time.sleep({pause})
+        yield from super().__call__(batch)
+
+run_dataset = aircc.distributed.run_dataset
+aircc.distributed.run_dataset = lambda *a, **k: run_dataset(*a, actor_class=SlowActor, **k)
+from aircc.cli.airrun_cmd import main
+main()
+"""
+
+
+def batch_files(folder) -> list[str]:
+    return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_job_resumes_from_its_checkpoint_running_only_missing_and_damaged_batches(
+        local_ray, images, tmp_path):
+    from aircc.distributed.checkpoint import read_record
+
+    om, x, reference = images
+    ck = tmp_path / "ck"
+    with run_dataset(om, {"x": x}, batch_size=BATCH, actors=2, progress=False,
+                     checkpoint_dir=ck) as job:
+        out = job.to_numpy()
+    assert np.array_equal(out["row"], np.arange(ROWS)) and np.array_equal(out["y"], reference)
+    assert (job.summary.batches, job.summary.resumed_batches) == (ROWS // BATCH, 0)
+    batches = ck / "batches"
+    files = batch_files(batches)
+    assert len(files) == ROWS // BATCH
+    [first_run] = {read_record(str(batches / f)).run for f in files}
+    os.unlink(batches / files[1])                          # never written
+    os.unlink(batches / files[4])
+    data = (batches / files[2]).read_bytes()
+    (batches / files[2]).write_bytes(data[:-10])            # torn
+    data = bytearray((batches / files[6]).read_bytes())
+    data[len(data) // 2] ^= 1                               # a flipped byte
+    (batches / files[6]).write_bytes(bytes(data))
+    (batches / f".{files[3]}.0123.tmp").write_bytes(b"half a file")   # a killed writer's
+    with run_dataset(om, {"x": x}, batch_size=BATCH, actors=2, progress=False,
+                     checkpoint_dir=ck) as job:
+        out = job.to_numpy()
+    assert np.array_equal(out["row"], np.arange(ROWS)) and np.array_equal(out["y"], reference)
+    s = job.summary
+    assert (s.batches, s.resumed_batches, s.resumed_rows, s.rows) == (4, 4, 4 * BATCH, ROWS)
+    assert "resumed 4 batches (128 rows) from the checkpoint" in s.format()
+    assert sorted(d.split(":")[0] for d in job.checkpoint.discarded) == [files[2], files[6]]
+    assert batch_files(batches) == files, "a temporary file was left, or a batch is missing"
+    runs = {f: read_record(str(batches / f)).run for f in files}
+    assert [f for f in files if runs[f] == first_run] == [files[i] for i in (0, 3, 5, 7)], \
+        "a batch the checkpoint held was run again"
+    with pytest.raises(CheckpointError, match=r"was made by another job \(the dataset: "):
+        run_dataset(om, {"x": x[::-1].copy()}, batch_size=BATCH, checkpoint_dir=ck)
+
+
+def test_airrun_killed_half_way_resumes_and_gives_an_uninterrupted_runs_outputs(
+        local_ray, images, tmp_path):
+    """The driver is killed (SIGKILL) once about half the batches are recorded; ``airrun
+    --resume`` runs only the others, and no batch is run twice."""
+    from aircc.distributed.checkpoint import read_record
+
+    om, x, reference = images
+    (tmp_path / "model.om").write_bytes(om)
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    np.save(data / "shard-0.npy", x[:100])
+    np.save(data / "shard-1.npy", x[100:])
+    batches, total = out / ".checkpoint" / "batches", ROWS // BATCH
+    args = [str(tmp_path / "model.om"), "--dataset", str(data), "--output-dir", str(out),
+            "--batch-size", str(BATCH), "--ray", local_ray]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    with open(tmp_path / "driver.log", "wb") as log:
+        driver = subprocess.Popen([sys.executable, "-c", SLOW_AIRRUN.format(pause=1.0), *args],
+                                  stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            while sum(f.endswith(".ckpt") for f in batch_files(batches)) < total // 2:
+                assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
+                time.sleep(0.05)
+        finally:
+            driver.send_signal(signal.SIGKILL)
+            driver.wait()
+    seen, still = None, 0            # the killed job's actors end: nothing more is written
+    for _ in range(600):
+        now = batch_files(batches)
+        still, seen = (still + 1 if now == seen else 0), now
+        writers = {aircc.Checkpoint.load(batches / f).meta["pid"] for f in now
+                   if f.endswith(".ckpt")}
+        if still >= 30 and not any(map(alive, writers)):
+            break
+        time.sleep(0.1)
+    killed = [f for f in seen if f.endswith(".ckpt")]      # (and maybe a killed writer's .tmp)
+    assert total // 2 <= len(killed) < total, killed
+    assert len({read_record(str(batches / f)).run for f in killed}) == 1
+
+    r = subprocess.run(AIRRUN + [*args, "--resume"], check=False, capture_output=True,
+                       text=True, env=env, timeout=DEADLINE - 60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed_batches"] == len(killed) and summary["rows"] == ROWS
+    assert summary["batches"] + len(killed) == total, "a batch was run twice, or not at all"
+    assert f"resumed {len(killed)} batches" in r.stdout
+    ys = sorted(os.listdir(out / "y"))
+    assert ys == sorted(os.listdir(out / "row"))
+    with run_dataset(om, str(data), batch_size=BATCH, actors=2, progress=False) as job:
+        uninterrupted = job.to_numpy()
+    assert np.array_equal(np.concatenate([np.load(out / "row" / f) for f in ys]),
+                          uninterrupted["row"])
+    assert np.array_equal(np.concatenate([np.load(out / "y" / f) for f in ys]),
+                          uninterrupted["y"])
+    assert np.array_equal(uninterrupted["y"], reference)
+    assert batch_files(batches) == [], "the finished job's batch files were kept"
+
+    from aircc.cli.airrun_cmd import main as airrun
+    from click.testing import CliRunner
+    again = CliRunner().invoke(airrun, [*args, "--resume"])
+    assert again.exit_code == 0 and "is complete; nothing to run" in again.output, again.output
+    assert f"resumed {len(killed)} batches" in again.output
+    refused = CliRunner().invoke(airrun, args)
+    assert refused.exit_code == 2 and "--resume to go on with the job" in refused.output
