@@ -24,6 +24,9 @@ its environment on purpose).  An invalid value raises
 ``AIRCC_RECOVERY``             default recovery policy of loaded models
                                (:class:`aircc.executor.runtime.recovery.RecoveryPolicy`)
 ``AIRCC_FAULTS``               faults to inject (:mod:`aircc.faults`), e.g. ``hang@node=conv1``
+``AIR_FAULT_DETECTION_MS``     a heartbeat every this many milliseconds on each device
+                               discovery finds: a device that misses 3 in a row goes to
+                               FAULT (:mod:`aircc.executor.device.heartbeat`); default off
 ``AIRCC_THREADS``              threads every pool aircc drives may use (default: the CPUs
                                this process may use)
 ``AIRCC_ADAPT_THREADS``        ``1`` (default): oneDNN's OpenMP teams shrink while other
@@ -65,6 +68,7 @@ VARIABLES = {
     "AIRCC_RUN_TIMEOUT": "deadline of every run in seconds (default 600)",
     "AIRCC_RECOVERY": "default recovery policy, e.g. retries=1,device_lost=reset",
     "AIRCC_FAULTS": "faults to inject, e.g. hang@node=conv1,seconds=2;kernel_error@run=3",
+    "AIR_FAULT_DETECTION_MS": "ms between heartbeats of each device, e.g. 100 (default: off)",
     "AIRCC_THREADS": "threads every pool aircc drives may use (default: the CPUs available)",
     "AIRCC_ADAPT_THREADS": "1 (default): OpenMP teams shrink while other processes keep CPUs busy; 0: never",
     "AIRCC_SPIN_US": "microseconds a device worker spins for work before it sleeps (default 100; 0: never)",
@@ -114,6 +118,8 @@ class Settings:
     """The default recovery policy's text (parsed by the runtime)."""
     faults: str = ""
     """Faults to inject (parsed by :mod:`aircc.faults`)."""
+    fault_detection: float | None = None
+    """Seconds between two heartbeats of each discovered device (None: fault detection off)."""
     threads: int | None = None
     """Threads aircc's pools may use; None: the CPUs this process may use."""
     adapt_threads: bool = True
@@ -200,6 +206,15 @@ def _read(env) -> Settings:
             parse(faults)
         except ValueError as e:
             raise ConfigError(f"AIRCC_FAULTS={faults!r}: {e}") from None
+    fault_detection = None
+    if env.get("AIR_FAULT_DETECTION_MS"):
+        from aircc.executor.device.heartbeat import interval_from_ms
+
+        try:
+            fault_detection = interval_from_ms(env["AIR_FAULT_DETECTION_MS"],
+                                               "AIR_FAULT_DETECTION_MS")
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     threads = None
     if env.get("AIRCC_THREADS"):
         raw = env["AIRCC_THREADS"].strip()
@@ -236,6 +251,7 @@ def _read(env) -> Settings:
     return Settings(target=target or "native", blas=blas, winograd=winograd, device_memory=memory,
                     device_cpus=cpus, runtime_core_number=int(cores), run_timeout=timeout,
                     recovery=env.get("AIRCC_RECOVERY") or "", faults=faults,
+                    fault_detection=fault_detection,
                     threads=threads, adapt_threads=adapt == "1", spin_us=spin,
                     device_config=env.get("AIR_DEVICE_CONFIG") or None,
                     visible_devices=visible, log=log, cache_dir=cache_dir)

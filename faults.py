@@ -24,6 +24,10 @@ from 1 per loaded model; none: any run) of a matching model (``model``: its name
 ``oom``             the node's memory cannot be had (``DeviceOutOfMemoryError``)
 ``device_lost``     the device stops answering and loses its memory contents
                     (``DeviceLostError``) until it is reset
+``unresponsive``    the device stops answering: the kernel and the device's control
+                    processor do not return for ``seconds`` (as ``hang``); its fault
+                    detection (a heartbeat) puts it in FAULT, else the run's deadline
+                    ends the run
 ``corrupt``         the kernel runs, then ``value`` (default 1.0) is added to the first
                     element of each of its outputs (an integer output: at least 1; a
                     bool: flipped): a wrong answer and no error, for testing a
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -46,6 +51,7 @@ class FaultKind(str, enum.Enum):
     OOM = "oom"
     DEVICE_LOST = "device_lost"
     CORRUPT = "corrupt"
+    UNRESPONSIVE = "unresponsive"
 
 
 class InjectedFault(RuntimeError):
@@ -98,6 +104,7 @@ class Fault:
 
 _lock = threading.Lock()
 _armed: list[Fault] = []
+_spent: "weakref.WeakSet[Fault]" = weakref.WeakSet()   # fired their times: a hang may go on
 _from_env = False
 
 
@@ -115,9 +122,10 @@ def clear() -> None:
     """Remove every armed fault and let every hang in progress return."""
     global _from_env
     with _lock:
-        for f in _armed:
+        for f in [*_armed, *_spent]:
             f.release()
         _armed.clear()
+        _spent.clear()
         _from_env = True        # the environment's faults are cleared too, not re-read
 
 
@@ -154,6 +162,7 @@ def fire(fault: Fault) -> bool:
         fault.fired += 1
         if fault.times and fault.fired >= fault.times and fault in _armed:
             _armed.remove(fault)
+            _spent.add(fault)           # clear() still lets its hang return
         return True
 
 

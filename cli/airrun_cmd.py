@@ -78,6 +78,37 @@ def parse_priority(text: str | None) -> int | str:
         raise CommandLineError(f"--priority: {e}") from None
 
 
+def parse_fault_detection(text: str | None) -> float | None:
+    """``--fault-detection MS`` -> seconds between heartbeats (0 or off: 0.0; not given:
+    None)."""
+    if text is None:
+        return None
+    from aircc.executor.device.heartbeat import interval_from_ms
+
+    try:
+        return interval_from_ms(text, "--fault-detection") or 0.0
+    except ValueError as e:
+        raise CommandLineError(str(e)) from None
+
+
+def start_fault_detection(interval: float | None, device: VirtualDevice | None) -> None:
+    """A heartbeat every ``interval`` seconds (0.0: none) on ``device``, or on every
+    discovered device; not given: ``$AIR_FAULT_DETECTION_MS`` (discovery applies it to
+    its own devices)."""
+    from aircc.config import settings
+    from aircc.executor.device.discovery import registry
+
+    if interval is None:
+        interval = settings().fault_detection
+        if interval is None or device is None:
+            return
+    for d in [device] if device is not None else registry().devices:
+        if interval:
+            d.enable_fault_detection(interval)
+        else:
+            d.disable_fault_detection()
+
+
 def npz_path(output: str) -> str:
     """Where ``np.savez`` puts ``output``: ``.npz`` is added when the name lacks it."""
     return output if output.endswith(".npz") else output + ".npz"
@@ -151,12 +182,16 @@ def npz_path(output: str) -> str:
               help="Threads every pool aircc drives may use: numpy's BLAS, oneDNN's OpenMP, "
                    "the device's stream workers (default $AIRCC_THREADS, else the CPUs "
                    "this process may use).")
+@click.option("--fault-detection", "fault_detection", default=None, metavar="MS",
+              help="Check each device with a heartbeat every MS milliseconds: a device that "
+                   "misses 3 in a row goes to FAULT and its run recovers as --recovery says "
+                   "(default $AIR_FAULT_DETECTION_MS, else off; 0: off).")
 @dataset_options
 @log.levelled
 def main(model, list_devices, device_id, device_list, priority, input_specs, random_seed,
          input_shapes, output, device_memory, device_cpus, quiet, profile_path, profile_summary,
          show_stats, runtime_cores, pad_to_gear, no_replay, repeat, benchmark, warmup,
-         benchmark_json, log_level, timeout, recovery, threads, **dataset):
+         benchmark_json, log_level, timeout, recovery, threads, fault_detection, **dataset):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
 
@@ -166,6 +201,9 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
     if model is None:
         raise CommandLineError("give the .om MODEL to run (or --list-devices)")
     if dataset["dataset"] is not None or dataset["ray_address"] is not None:   # on Ray
+        if fault_detection is not None:
+            raise CommandLineError("--fault-detection checks this process's devices; a dataset "
+                                   "job's actors read $AIR_FAULT_DETECTION_MS where they run")
         from .dataset_cmd import run_dataset_command
         return run_dataset_command(model, device_memory=device_memory, single_run=bool(
             input_specs or random_seed is not None or output), **dataset)
@@ -193,10 +231,12 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
     if recovery is not None:
         from aircc.executor.runtime.recovery import RecoveryPolicy
         policy = RecoveryPolicy.parse(recovery)
+    heartbeat = parse_fault_detection(fault_detection)
     if threads is not None:
         aircc.set_threads(threads)
     device = make_device(device_memory, device_cpus)
     try:
+        start_fault_detection(heartbeat, device)
         t0 = time.perf_counter()
         m = aircc.load(model, device=device if device is not None else device_id,
                        devices=parse_device_list(device_list), pad_to_gear=pad_to_gear,

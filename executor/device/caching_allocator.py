@@ -145,6 +145,8 @@ class CachingAllocator:
         memory once its streams are done with it (for finding use-after-free bugs)."""
         """Never reuse a block across streams, even after its events ran (for recorded
         launch sequences that are replayed later, when those events are not there)."""
+        self.recorded = False
+        """A recorded run's pool (:meth:`mark_recorded`)."""
         self._lock = threading.Lock()
         self._small, self._large = _Pool(), _Pool()
         self._segments: list[_Segment] = []
@@ -223,6 +225,16 @@ class CachingAllocator:
             self._insert_free(free)
             if not self.reuse:
                 self._release_locked()
+
+    def mark_recorded(self) -> None:
+        """The pool's blocks are a recorded run's from now on (each replay writes them): they
+        count as allocated, and the device's ``release_cached()`` leaves them to the owner."""
+        with self._lock:
+            if self.recorded:
+                return
+            self.recorded = True
+            held = sum(self.memory.size_of(seg.raw) for seg in self._segments)
+            self.memory.note_cached(-(held - self._c["allocated_bytes"]))
 
     def release_cached(self) -> int:
         """Return wholly free segments with no pending events to device memory; bytes released."""
@@ -378,7 +390,7 @@ class CachingAllocator:
             pool.remove(b)
             self._segments.remove(seg)
             returned += self.memory.size_of(seg.raw)
-            self.memory.free(seg.raw, cached=True)
+            self.memory.free(seg.raw, cached=not self.recorded)
             released += seg.size
             self._c["segment_releases"] += 1
         self._c["reserved_bytes"] -= released

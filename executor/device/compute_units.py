@@ -20,6 +20,10 @@ the host gave it.
 - A worker stuck in a kernel that the device gave up on has its unit written off
   (:meth:`forfeit`): the device gets a replacement unit until the kernel returns.
 
+The free units never outnumber :attr:`ComputeUnits.count`: a unit given back by a
+holder that took none is a :class:`ComputeUnitError` (a bug in aircc, not a state to
+recover from).
+
 Cost: an uncontended acquire or release is one lock round trip (well under a
 microsecond); a contended one adds a wake-up of the thread served next.
 """
@@ -33,6 +37,11 @@ import threading
 #: Stream priorities: an int in [PRIORITY_MIN, PRIORITY_MAX], higher is served first.
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = -7, 7, 0
 PRIORITY_NAMES = {"low": PRIORITY_MIN, "normal": PRIORITY_DEFAULT, "high": PRIORITY_MAX}
+
+
+class ComputeUnitError(RuntimeError):
+    """The device's count of its units broke (a unit given back that was not taken): a bug
+    in aircc, never a user's error."""
 
 
 def check_priority(priority) -> int:
@@ -91,6 +100,11 @@ class ComputeUnits:
         """Units held now."""
         return self.count - self._free
 
+    @property
+    def free(self) -> int:
+        """Units free now (never more than :attr:`count`)."""
+        return self._free
+
     # ------------------------------------------------------------ take and give back
     def acquire(self, h: Holder) -> None:
         """Take a unit for ``h`` (its ``priority`` and ``seq`` set), waiting for one if
@@ -105,8 +119,12 @@ class ComputeUnits:
         h.grant.acquire()
 
     def release(self, h: Holder) -> None:
-        """Give ``h``'s unit back (to the best waiting task, if any)."""
+        """Give ``h``'s unit back (to the best waiting task, if any); ComputeUnitError if
+        ``h`` holds none."""
         with self._lock:
+            if not h.holding:
+                raise ComputeUnitError(f"a unit given back by a holder not holding one "
+                                       f"({self._free} of {self.count} units free)")
             h.holding = False
             if h.forfeited:                 # a replacement unit was lent meanwhile
                 h.forfeited = False
@@ -135,6 +153,8 @@ class ComputeUnits:
         with self._lock:
             if not self._waiting or h.forfeited or not before(self._waiting[0]):
                 return
+            if not h.holding:
+                raise ComputeUnitError("a unit handed on by a holder not holding one")
             self.stats[stat] += 1
             h.holding = False
             self._enqueue(h)
@@ -178,5 +198,8 @@ class ComputeUnits:
             self.top = -self._waiting[0][0] if self._waiting else None
             h.holding = True
             h.grant.release()
-        else:
+        elif self._free < self.count:
             self._free += 1
+        else:
+            raise ComputeUnitError(f"a unit came back to a device whose {self.count} units "
+                                   f"are all free")

@@ -29,6 +29,8 @@ from .caching_allocator import CachingAllocator, PoolOptions
 from .compute_units import ComputeUnits, check_priority
 from .cpus import check_cpus, parse_cpus  # noqa: F401  (parse_cpus: part of this module's API)
 from .health import DeviceState, FaultRecord, HealthMonitor, Quarantine, StateCallback
+from .kernel_gate import KernelGate
+from .heartbeat import DEFAULT_INTERVAL, DEFAULT_MISSES, Heartbeat, start_heartbeat
 from . import threads
 from .execution import CANCEL_GRACE, ProgramExecution
 from .memory import DeviceMemory
@@ -68,7 +70,10 @@ class VirtualDevice(ProgramExecution):
         """The logical id (what discovery gave it)."""
         self.physical_id = device_id
         self.name = name or f"dev{device_id}"
-        self.memory = DeviceMemory(memory_bytes)
+        self.memory = DeviceMemory(memory_bytes, f"device {self.name}'s memory")
+        self.kernels = KernelGate()
+        """The kernels running on the device (a lost device's memory is written over only
+        once none runs: :mod:`.kernel_gate`)."""
         self.pool_options = pool or PoolOptions()
         self._pool: CachingAllocator | None = None
         if compute_units is None:
@@ -93,6 +98,7 @@ class VirtualDevice(ProgramExecution):
         self.quarantines: list[Quarantine] = []
         """Memory held back from reuse while stuck kernels may still write it."""
         self.last_submit_seconds = 0.0
+        self.fault_detection: Heartbeat | None = None    # the heartbeat (:mod:`.heartbeat`)
 
     def engine_call(self, impl: KernelImpl, engine: str, ins, outs, attrs, tiling, ws,
                     constant=None, prepared=None) -> Callable[[], None]:
@@ -116,15 +122,24 @@ class VirtualDevice(ProgramExecution):
 
             def bound():
                 kernel(ins, outs, attrs, tiling, ws)
+        gate = self.kernels
         if engine == "cube":
             cube = self.cube
 
             def call(_run=None):
                 with cube:
-                    bound()
+                    gate.enter()
+                    try:
+                        bound()
+                    finally:
+                        gate.leave()
         else:
             def call(_run=None):
-                bound()
+                gate.enter()
+                try:
+                    bound()
+                finally:
+                    gate.leave()
         return call
 
     @contextlib.contextmanager
@@ -175,7 +190,7 @@ class VirtualDevice(ProgramExecution):
         (in use), cached (held free by caching allocators), their peaks, and
         fragmentation (of the free device bytes, and of the cached bytes)."""
         mem = self.memory
-        pools = list(mem.pools)
+        pools = [p for p in mem.pools if not p.recorded]   # a recorded run's blocks are in use
         cached_blocks = sum(p.stats()["cached_blocks"] for p in pools)
         largest_cached = max((p.largest_cached_block() for p in pools), default=0)
         return {"device": self.id, "capacity_bytes": mem.capacity,
@@ -193,8 +208,9 @@ class VirtualDevice(ProgramExecution):
 
     def release_cached(self) -> int:
         """Give every caching allocator's wholly free segments back to device memory (the
-        ones no stream still has to finish with); returns the bytes released."""
-        return sum(p.release_cached() for p in list(self.memory.pools))
+        ones no stream still has to finish with, and not a recorded run's: its blocks are the
+        recording's); returns the bytes released."""
+        return sum(p.release_cached() for p in list(self.memory.pools) if not p.recorded)
 
     def reset_peak_stats(self) -> None:
         self.memory.reset_peaks()
@@ -290,17 +306,45 @@ class VirtualDevice(ProgramExecution):
         self.faults.append(FaultRecord(kind, detail))
 
     def lose(self, reason: str) -> None:
-        """The device stops answering and its memory contents are gone (every allocated
-        byte is overwritten): it goes to FAULT, and submissions fail with
-        ``DeviceLostError`` until :meth:`reset`."""
+        """The device stops answering and its memory contents are gone: it goes to FAULT,
+        submissions fail with ``DeviceLostError`` and no kernel starts until :meth:`reset`.
+        Every allocated byte is written over once no kernel runs on the device any more
+        (at once if none runs: :mod:`.kernel_gate`)."""
         with self._lock:
             if self.health.health is not DeviceState.HEALTHY:
                 return
             self.epoch += 1
-        for off, size in self.memory.allocations():
-            self.memory.data[off:off + size] = LOST_BYTE
+        self.kernels.lose(f"device {self.id} is lost ({reason})", self._write_over)
         self.note_fault("lost", reason)
         self.health.change(DeviceState.FAULT, reason)
+
+    def _write_over(self) -> None:
+        """Every allocated byte becomes :data:`LOST_BYTE` (no kernel runs meanwhile)."""
+        mem = self.memory
+        for off, size in mem.allocations():
+            mem.data[off:off + size] = LOST_BYTE
+
+    def enter_fault(self, kind: str, reason: str) -> bool:
+        """FAULT as after :meth:`lose` (``kind``: who found it, e.g. ``heartbeat``), but the
+        memory left as it is; False if the device was not healthy."""
+        with self._lock:
+            if self.health.health is not DeviceState.HEALTHY:
+                return False
+            self.epoch += 1                  # models write their weights again after a reset
+        self.note_fault(kind, reason)
+        return self.health.change(DeviceState.FAULT, reason)
+
+    def enable_fault_detection(self, interval: float = DEFAULT_INTERVAL,
+                               misses: int = DEFAULT_MISSES) -> Heartbeat:
+        """A heartbeat every ``interval`` seconds: ``misses`` missed in a row put the device
+        in FAULT (:mod:`.heartbeat`; on already: the new values apply)."""
+        return start_heartbeat(self, interval, misses)
+
+    def disable_fault_detection(self) -> None:
+        """Stop the heartbeat (its scheduler thread ends)."""
+        beat, self.fault_detection = self.fault_detection, None
+        if beat is not None:
+            beat.stop()
 
     def inject_fault(self, reason: str = "injected fault") -> None:
         """Make the device fail now, as a hardware fault would (:meth:`lose`)."""
@@ -322,6 +366,7 @@ class VirtualDevice(ProgramExecution):
                               f"it cannot be reset")
         with self._lock:
             self.stats["resets"] += 1
+        self.kernels.reopen()
         self.note_fault("reset", f"device {self.id} reset")
         self.health.change(DeviceState.HEALTHY, "reset")
 
@@ -345,12 +390,14 @@ class VirtualDevice(ProgramExecution):
     def close(self, wait: bool = True) -> None:
         """End the device's workers (``wait``: up to a short grace each) and take no more
         work."""
+        self.disable_fault_detection()
         grace = CANCEL_GRACE if wait else 0
         for s in list(self.streams):
             s.close(timeout=grace)
         self.streams.clear()
         self._control.close(timeout=grace)
         self.closed = True
+        self.memory.close()        # its buffer goes now (a stuck kernel's views keep theirs)
 
 
 def default_device() -> VirtualDevice:

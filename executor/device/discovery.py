@@ -22,6 +22,8 @@ After the runtime this project models (probe, check, map, activate):
 3. **Logical ids.** The devices that answered get contiguous logical ids 0, 1, ... in
    the visible order (configuration order, by physical id, when nothing narrows it):
    the same configuration gives the same ids on every start.
+4. **Fault detection.** With ``$AIR_FAULT_DETECTION_MS`` set, each device that answered
+   gets a periodic heartbeat from then on (:mod:`.heartbeat`).
 
 Cost: one thread hand-off per device, plus the slowest answering device's
 ``response_ms``, bounded by ``probe_timeout_ms``.
@@ -286,6 +288,9 @@ class DeviceRegistry:
                                          ",".join(map(str, sorted(dev.cpus))) if dev.cpus else "any",
                                          None if p.seconds is None or not p.answered.is_set()
                                          else round(p.seconds * 1e3, 3), "" if ok else reason))
+        if settings().fault_detection is not None:      # $AIR_FAULT_DETECTION_MS
+            for dev in self._devices:
+                dev.enable_fault_detection(settings().fault_detection)
 
     def __len__(self) -> int:
         return len(self._devices)

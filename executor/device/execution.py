@@ -23,6 +23,7 @@ from aircc.faults import Fault, FaultKind, InjectedFault
 from . import threads
 from .doorbell import host_spin_ns
 from .health import DeviceState
+from .heartbeat import hang_control
 from .run import Cancelled, DeviceProgram, Run, Task
 from .stream import Event, worker_holder
 
@@ -46,6 +47,9 @@ class ProgramExecution:
         if kind is FaultKind.KERNEL_ERROR:
             raise InjectedFault(f"injected kernel error in node '{node}'")
         if kind is FaultKind.HANG:
+            fault.hang()
+        elif kind is FaultKind.UNRESPONSIVE:       # the control processor stops answering too
+            hang_control(self, fault.seconds, fault.released)
             fault.hang()
         elif kind is FaultKind.OOM:
             raise DeviceOutOfMemoryError(nbytes, 0, self.memory.capacity,
@@ -119,6 +123,15 @@ class ProgramExecution:
             self.health.finished()
             program.lock.release()
 
+    def faulted(self) -> DeviceLostError | None:
+        """What a run on the device is told once the device is in FAULT (None: it is not).
+        A model registers its run only after submitting it; one that finds the device
+        faulted then stops its run itself (the device's callbacks may have come too early)."""
+        if self.health.health is not DeviceState.FAULT:
+            return None
+        why = self.faults[-1].detail if self.faults else "no answer"
+        return DeviceLostError(f"device {self.id} faulted during the run ({why})")
+
     def abandon(self, program: DeviceProgram, run: Run, error: BaseException) -> list[int]:
         """Give up on a cancelled run whose walks are stuck: a fault on the device, the run
         record left to them, and ``error`` (a RunTimeoutError) told which streams are
@@ -187,8 +200,12 @@ class ProgramExecution:
         clock = time.perf_counter
         pc, n = 0, len(tasks)
         desc: dict = {}
+        units = self.units
+        holder = worker_holder()
         try:
             while pc < n and not run.cancelled:
+                if units.top is not None and holder is not None:
+                    units.yield_point(holder)     # a higher-priority stream has work ready
                 run.at[index] = pc
                 fn, desc = tasks[pc]
                 node = desc.get("node")

@@ -5,9 +5,10 @@ States (after the runtime this project models):
 
 - ``HEALTHY``: found at start-up, answering, and idle;
 - ``RUNNING``: healthy with work in flight (a model's run, a copy);
-- ``FAULT``: the device stopped answering (a fault raised by a kernel or injected): its
-  memory contents are gone and every submission fails with ``DeviceLostError`` until
-  :meth:`VirtualDevice.reset` brings it back to ``HEALTHY``;
+- ``FAULT``: the device stopped answering (a fault raised by a kernel or injected, or
+  heartbeats missed: :mod:`.heartbeat`): its memory contents are gone and every
+  submission fails with ``DeviceLostError`` until :meth:`VirtualDevice.reset` brings it
+  back to ``HEALTHY``;
 - ``UNAVAILABLE``: it failed its start-up probe (unhealthy, or answered too late) and
   is never used.
 
@@ -43,7 +44,8 @@ class FaultRecord:
     """One thing that went wrong on the device, for its log (``device.faults``)."""
 
     kind: str
-    """``timeout`` (a stuck stream replaced), ``lost``, ``reset``, ``probe``."""
+    """``timeout`` (a stuck stream replaced), ``lost``, ``reset``, ``probe``, ``heartbeat``
+    (beats missed: :mod:`.heartbeat`)."""
     detail: str
     at: float = field(default_factory=time.time)
 

@@ -7,6 +7,7 @@ raises :class:`DeviceOutOfMemoryError` saying how much is available.
 from __future__ import annotations
 
 import bisect
+import resource
 import threading
 import weakref
 
@@ -23,13 +24,20 @@ BASE_ALIGNMENT = 4096
 
 
 class DeviceMemory:
-    """``capacity`` bytes of device memory (pages are committed on first touch)."""
+    """``capacity`` bytes of device memory (pages are committed on first touch), ``label``
+    naming it in errors.  :meth:`close` gives the buffer back; using it after that is a
+    ``DeviceError``."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, label: str = "device memory"):
         if capacity <= 0:
             raise DeviceError(f"device memory capacity must be positive, got {capacity}")
         self.capacity = int(capacity)
-        raw = np.zeros(self.capacity + BASE_ALIGNMENT, dtype=np.uint8)
+        self.label = label
+        self.closed = False
+        try:
+            raw = np.zeros(self.capacity + BASE_ALIGNMENT, dtype=np.uint8)
+        except MemoryError:
+            raise DeviceError(_refused(self.capacity, label)) from None
         start = -raw.ctypes.data % BASE_ALIGNMENT
         self.data = raw[start:start + self.capacity]
         self._free: list[tuple[int, int]] = [(0, self.capacity)]   # (offset, size), sorted
@@ -84,9 +92,22 @@ class DeviceMemory:
             return self._used.get(offset, 0)
 
     def allocations(self) -> list[tuple[int, int]]:
-        """(offset, size) of every allocation, in offset order."""
+        """(offset, size) of every allocation, in offset order (none once closed)."""
         with self._lock:
-            return sorted(self._used.items())
+            return [] if self.closed else sorted(self._used.items())
+
+    def close(self) -> None:
+        """Give the buffer back now (not when the garbage collector finds the device): a
+        numpy view made before keeps its own part alive, so a kernel still running is
+        safe; anything asked of the memory afterwards is a ``DeviceError``."""
+        with self._lock:
+            self.closed = True
+            self.data = None
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise DeviceError(f"{self.label} is closed (its device was closed); use an open "
+                              f"device")
 
     def largest_free_block(self) -> int:
         return max((s for _, s in self._free), default=0)
@@ -97,6 +118,7 @@ class DeviceMemory:
         parts of it out."""
         size = max(ALIGNMENT, (int(size) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
         with self._lock:
+            self._check_open()
             for k, (off, free) in enumerate(self._free):
                 if free >= size:
                     if free == size:
@@ -117,6 +139,8 @@ class DeviceMemory:
         """Give the allocation at ``offset`` back (``cached``: a caching allocator's
         wholly free segment)."""
         with self._lock:
+            if self.closed:
+                return                  # everything went with the buffer
             size = self._used.pop(offset, None)
             if size is None:
                 raise DeviceError(f"free of offset {offset}, which is not an allocation")
@@ -135,6 +159,7 @@ class DeviceMemory:
 
     def view(self, offset: int, dtype, shape) -> np.ndarray:
         """A numpy view of device bytes at ``offset`` (no copy)."""
+        self._check_open()
         dt = np.dtype(dtype)
         count = 1
         for d in shape:
@@ -143,3 +168,16 @@ class DeviceMemory:
         if offset < 0 or end > self.capacity:
             raise DeviceError(f"view [{offset}, {end}) is outside device memory of {self.capacity} bytes")
         return self.data[offset:end].view(dt).reshape(tuple(int(d) for d in shape))
+
+
+def _refused(capacity: int, label: str) -> str:
+    """Why a device's memory could not be had from the host, and what to change."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    why = "the host could not provide it"
+    if limit != resource.RLIM_INFINITY:
+        why += (f" (the process's address space is limited to {limit} bytes: ulimit -v "
+                f"{limit // 1024})")
+    return (f"cannot reserve {capacity} bytes ({capacity / (1 << 30):.3g} GiB) of host memory "
+            f"for {label}: {why}; give the device less memory with AIR_DEVICE_MEMORY "
+            f"(airrun --device-memory, or the 'memory' of its entry in AIR_DEVICE_CONFIG), "
+            f"e.g. AIR_DEVICE_MEMORY=1G")

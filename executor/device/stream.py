@@ -8,8 +8,10 @@ count generations, so a model can record the same event once per run without
 resetting it.
 
 A worker survives any task that raises (the error is kept in ``faults`` and the
-queue goes on).  A worker that waits longer than ``idle`` seconds for work ends (the
-stream is *parked*), and the next :meth:`Stream.submit` starts a new one: a thread that
+queue goes on).  A new stream has no worker until its first task (a model that declares
+many streams and uses few starts few threads).  A worker that waits longer than ``idle``
+seconds for work ends (the stream is *parked*), and the next :meth:`Stream.submit` starts
+a new one: a thread that
 ran oneDNN keeps an OpenMP team of its own for as long as it lives, and once the teams'
 threads outnumber the CPUs libgomp wakes every team the slow way (a loaded model that
 sat idle made another one's LSTM 3.4 -> 11.9 ms).  The price: a new worker forms a new
@@ -159,9 +161,9 @@ class Stream:
         self._end_lock = threading.Lock()
         self.idle = idle
         """Seconds the worker waits for work before it ends (None: it never parks)."""
-        self.parked = False
+        self.parked = True                # no worker until the first task comes
         self.workers_started = 0
-        self._worker = self._start_worker()
+        self._worker: threading.Thread | None = None
 
     def _start_worker(self) -> threading.Thread:
         worker = threading.Thread(target=self._drain, name=f"{self.name}-stream{self.id}",
@@ -172,8 +174,13 @@ class Stream:
 
     def submit(self, task: Callable[[], None], ring: bool = True) -> None:
         """Queue ``task``; it runs after everything queued before it on this stream (a parked
-        stream gets a new worker first).  ``ring`` False: the caller rings :attr:`bell`
-        itself, e.g. in the ``ring_wait`` with which it waits for the task's result."""
+        stream gets a new worker first; a :class:`Signal` on a parked stream with nothing
+        queued runs at once, in the caller's thread: everything before it has run).
+        ``ring`` False: the caller rings :attr:`bell` itself, e.g. in the ``ring_wait``
+        with which it waits for the task's result."""
+        if self.parked and type(task) is Signal and self._idle():
+            task()
+            return
         self._queue.append((next(self._order), task))
         if ring:
             self.bell.ring()
@@ -187,6 +194,11 @@ class Stream:
         pending, self._ring_when_idle = self._ring_when_idle, bell
         if pending is not None:
             pending.ring()
+
+    def _idle(self) -> bool:
+        """Parked with nothing queued (no worker will start for a signal)."""
+        with self._end_lock:
+            return self.parked and not self._queue and not self._ending
 
     def _unpark(self) -> None:
         with self._end_lock:
@@ -304,7 +316,7 @@ class Stream:
                     if self._ring_when_idle is not None:   # not idle yet: ring now
                         ring, self._ring_when_idle = self._ring_when_idle, None
                         ring.ring()
-                if units is not None:
+                if units is not None and holder.holding:   # a Signal took no unit
                     if item is None or item[1] is None:
                         units.release(holder)
                     else:

@@ -8,9 +8,11 @@ and stacked into device memory at the end.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from aircc.errors import AirccError, ModelFormatError
+from aircc.errors import AirccError, ModelFormatError, RunTimeoutError
 from aircc.formats.exec_graph import Body, ExecGraphSection, ExecNode, HostKernel
 from aircc.formats.kinds import HostKernelKind
 from aircc.ops import TensorType
@@ -27,9 +29,11 @@ def run_control(state, kernel: HostKernel) -> None:
     RUNNERS[node.op](state, node, kernel)
 
 
-def check_control_nodes(graph: ExecGraphSection) -> None:
+def check_control_nodes(graph: ExecGraphSection, constants: dict | None = None) -> None:
     """Every control kernel of the execute graph (bodies included) runs an op this runtime
-    runs, with the bodies that op needs; ModelFormatError naming the kernel otherwise."""
+    runs, with the bodies that op needs, and no Loop is endless by construction (no trip
+    count, a condition that stays a constant true: :func:`_endless`; ``constants``: the
+    model's weights by name); ModelFormatError naming the kernel otherwise."""
     def walk(kernels: list[HostKernel], where: str) -> None:
         for i, k in enumerate(kernels):
             if k.kind is not HostKernelKind.CONTROL:
@@ -44,9 +48,50 @@ def check_control_nodes(graph: ExecGraphSection) -> None:
             if missing:
                 raise ModelFormatError(f"section 'exec_graph': {w}.bodies lacks {missing} of "
                                        f"node '{node.name}' ({node.op})")
+            if node.op == "Loop" and _endless(graph, node, k.bodies["body"], constants or {}):
+                raise ModelFormatError(f"section 'exec_graph': {w}: node '{node.name}' (Loop) "
+                                       f"has no trip count and its condition stays a constant "
+                                       f"true: it would never end; give the Loop a trip count "
+                                       f"or a condition its body computes")
             for name, body in (k.bodies or {}).items():
                 walk(body.kernels, f"{w}.bodies[{name!r}].")
     walk(graph.kernels, "")
+
+
+def _body(state, node: ExecNode, body: Body, what: str) -> None:
+    """Run ``body`` (``what``: which pass of ``node``), unless the run's deadline has passed:
+    the host runs control flow, so no stream's deadline would stop a loop that spins."""
+    if time.monotonic() > state.deadline:
+        raise RunTimeoutError(f"model '{state.m.name}': the run passed its deadline of "
+                              f"{state.timeout:g} s in the host's control flow (node "
+                              f"'{node.name}', op {node.op}, {what})")
+    state.run_body(body)
+
+
+def _endless(graph: ExecGraphSection, node: ExecNode, body: Body, constants: dict) -> bool:
+    """A Loop with no trip count whose condition starts true (none, or a constant true)
+    and that its body passes on unchanged (through Identity nodes) or sets to a constant
+    true."""
+    def true(name: str) -> bool:
+        value = constants.get(name)
+        return value is not None and np.size(value) == 1 and bool(np.asarray(value).reshape(-1)[0])
+
+    ins = node.inputs
+    if (ins[0] if ins else "") or (len(ins) > 1 and ins[1] and not true(ins[1])) \
+            or len(body.inputs) < 2 or not body.outputs:
+        return False
+    made = {o: graph.nodes[k.node] for k in body.kernels if k.node is not None
+            for o in graph.nodes[k.node].outputs if o}
+    cond, seen = body.outputs[0], set()
+    while cond not in seen:
+        seen.add(cond)
+        if cond == body.inputs[1] or true(cond):
+            return True
+        producer = made.get(cond)
+        if producer is None or producer.op != "Identity" or producer.domain or not producer.inputs:
+            return False
+        cond = producer.inputs[0]
+    return False
 
 
 # ---------------------------------------------------------------- values
@@ -121,7 +166,7 @@ def _stream(state, kernel: HostKernel):
 def _run_if(state, node: ExecNode, kernel: HostKernel) -> None:
     cond = bool(np.asarray(_read(state, node.inputs[0])).reshape(-1)[0])
     body = kernel.bodies["then_branch" if cond else "else_branch"]
-    state.run_body(body)
+    _body(state, node, body, "then branch" if cond else "else branch")
     for out, src in zip(node.outputs, body.outputs):
         if out:
             _take(state, out, src, body, _stream(state, kernel))
@@ -148,7 +193,7 @@ def _run_loop(state, node: ExecNode, kernel: HostKernel) -> None:
         _set_host(state, body.inputs[1], np.array(cond))
         for name, h in zip(body.inputs[2:], holders):
             _alias(state, name, h)
-        state.run_body(body)
+        _body(state, node, body, f"iteration {i}")
         cond = bool(np.asarray(_read(state, body.outputs[0])).reshape(-1)[0])
         for k, out in enumerate(body.outputs[1 + n:]):
             scans[k].append(np.array(_read(state, out)))
@@ -196,13 +241,13 @@ def _run_scan(state, node: ExecNode, kernel: HostKernel) -> None:
     n = len(node.inputs) - m
     states = [np.array(_read(state, s)) for s in node.inputs[:n]]
     scan_in = [np.asarray(_read(state, s)) for s in node.inputs[n:]]
-    results = _scan_loop(state, body, states, scan_in, attrs, n, stream)
+    results = _scan_loop(state, node, body, states, scan_in, attrs, n, stream)
     for out, value in zip(node.outputs, results):
         if out:
             _to_device(state, out, value, stream)
 
 
-def _scan_loop(state, body, states, scan_in, attrs, n, stream) -> list[np.ndarray]:
+def _scan_loop(state, node, body, states, scan_in, attrs, n, stream) -> list[np.ndarray]:
     m = len(scan_in)
     in_axes = [a % max(1, x.ndim) for a, x in zip(attrs.get("scan_input_axes") or [0] * m, scan_in)]
     in_dirs = attrs.get("scan_input_directions") or [0] * m
@@ -215,7 +260,7 @@ def _scan_loop(state, body, states, scan_in, attrs, n, stream) -> list[np.ndarra
         for name, x, axis, d in zip(body.inputs[n:], scan_in, in_axes, in_dirs):
             idx = length - 1 - t if d else t
             _to_device(state, name, np.take(x, idx, axis=axis), stream)
-        state.run_body(body)
+        _body(state, node, body, f"step {t}")
         states = [np.array(_read(state, o)) for o in body.outputs[:n]]
         for j, o in enumerate(body.outputs[n:]):
             collected[j].append(np.array(_read(state, o)))
@@ -246,7 +291,7 @@ def _run_scan8(state, node: ExecNode, body: Body, m: int, stream) -> None:
     per_batch = []
     attrs = {"scan_input_directions": node.attrs.get("directions")}
     for b in range(batch):
-        per_batch.append(_scan_loop(state, body, [v[b] for v in values[:n]],
+        per_batch.append(_scan_loop(state, node, body, [v[b] for v in values[:n]],
                                     [v[b] for v in values[n:]], attrs, n, stream))
     for j, out in enumerate(node.outputs):
         if out:

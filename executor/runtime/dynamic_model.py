@@ -74,7 +74,7 @@ class DynamicModel(Replays):
         self.nodes = eg.nodes
         self.kernels = eg.kernels
         self.core_number = runtime_core_number_of(runtime_core_number)
-        check_control_nodes(eg)
+        check_control_nodes(eg, om.weights)
         self.ops = [None if n.domain == DOMAIN and n.op in COPY_OPS
                     else resolve_op(backend, n.op, n.version, n.domain, n.name, n.impl, n.attrs)
                     for n in self.nodes]
@@ -159,7 +159,7 @@ class DynamicModel(Replays):
         """Run one inference; ``timeout``: seconds before it is cancelled; ``run_index``:
         which run of the model this is (for injected faults)."""
         t0 = time.thread_time()
-        ordered = check_feeds(self.inputs, feeds)
+        ordered = check_feeds(self.inputs, feeds, self.device.memory.capacity)
         bind_symbols(self.inputs, ordered)
         plain = all(type(a) is np.ndarray for a in ordered)    # no sequence, no optional
         key = tuple((a.shape, a.dtype.str) for a in ordered) if plain else None
@@ -223,9 +223,10 @@ class DynamicModel(Replays):
         except StreamSyncTimeoutError as e:     # RunTimeoutError: naming the busy stream
             state.fail(e)
         stuck = []
+        grace_ends = time.monotonic() + CANCEL_GRACE      # one grace for all the streams
         for i, s in enumerate(self.streams):
             try:
-                s.synchronize(CANCEL_GRACE)
+                s.synchronize(max(0.01, grace_ends - time.monotonic()))
             except StreamSyncTimeoutError:
                 stuck.append(i)
         if stuck and not any(r.kind == "timeout" for r in self.device.faults[-1:]):
@@ -238,7 +239,7 @@ class DynamicModel(Replays):
         recovers from streams stuck in a kernel.  ``wait`` False: only tell the run."""
         state = self._state
         if state is not None:
-            state.fail(error)
+            state.interrupt(error)
             state.deadline = time.monotonic()
         current = self._in_flight
         if current is not None:

@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from aircc.errors import AirccError, RunTimeoutError, StreamSyncTimeoutError
+from aircc.errors import (AirccError, KernelError, RunTimeoutError, ShapeInferenceError,
+                          StreamSyncTimeoutError)
 from aircc.faults import FaultKind, pick
 from aircc.formats.exec_graph import Body, HostKernel
 from aircc.formats.kinds import HostKernelKind
@@ -26,6 +27,7 @@ from aircc.ops import InferContext, TensorType, Trait, layout
 from aircc.ops.device import DOMAIN, MEMCPY_H2D
 from aircc.ops.fallback import value_type
 
+from ..device.stream import Signal
 from .control_flow import run_control
 from .host_launch import LaunchStage
 from .host_values import passes_host_value
@@ -58,6 +60,9 @@ class RunState(LaunchStage):
         self.results: dict[str, np.ndarray] = {}
         self.error: BaseException | None = None
         self.cancelled = False
+        self.interrupted = False
+        self._synced = threading.Event()
+        """What :meth:`sync` waits on now (a stream's signal)."""
         self.host_seconds = 0.0
         self.op_seconds: dict[str, float] = {}
         self.op_counts: dict[str, int] = {}
@@ -79,12 +84,25 @@ class RunState(LaunchStage):
 
     def sync(self) -> None:
         """Wait until every stream has run what it was given, by the run's deadline
-        (RunTimeoutError naming the stream and the task it is in, after that)."""
+        (RunTimeoutError naming the stream and the task it is in, after that); a run
+        interrupted meanwhile (:meth:`interrupt`: its device faulted, its model closed)
+        stops waiting at once (StreamSyncTimeoutError: the caller sees which streams are
+        stuck)."""
         for i, s in enumerate(self.m.streams):
-            try:
-                s.synchronize(max(MIN_WAIT, self.deadline - time.monotonic()))
-            except StreamSyncTimeoutError:
-                raise self.timed_out(i) from None
+            if s.retired:
+                try:
+                    s.synchronize(max(MIN_WAIT, self.deadline - time.monotonic()))
+                except StreamSyncTimeoutError:
+                    raise self.timed_out(i) from None
+                continue
+            done = self._synced = threading.Event()     # interrupt() sets it too
+            if not self.interrupted:
+                s.submit(Signal(done.set))
+                done.wait(max(MIN_WAIT, self.deadline - time.monotonic()))
+            if self.interrupted:
+                raise StreamSyncTimeoutError(f"model '{self.m.name}': the run was stopped")
+            if not done.is_set():
+                raise self.timed_out(i)
 
     def timed_out(self, stream: int) -> RunTimeoutError:
         """The error of this run passing its deadline while ``stream`` was busy (or another
@@ -104,6 +122,12 @@ class RunState(LaunchStage):
             self.cancelled = True
         for e in self.m.events:
             e.cancel()
+
+    def interrupt(self, error: BaseException) -> None:
+        """:meth:`fail` from another thread, and the host stops waiting for the streams."""
+        self.interrupted = True
+        self.fail(error)
+        self._synced.set()
 
     def value(self, name: str) -> np.ndarray:
         """A value's data for a kernel: device view, else device weight, else host array."""
@@ -152,8 +176,9 @@ class RunState(LaunchStage):
         for name, t in zip(node.outputs, out):
             if name:
                 if not t.is_static:
-                    raise AirccError(f"node '{node.name}' ({node.op}): output '{name}' has "
-                                     f"shape {t.shape} after run-time shape inference")
+                    raise ShapeInferenceError(f"node '{node.name}' ({node.op}): output '{name}' "
+                                              f"has shape {t.shape} after run-time shape "
+                                              f"inference")
                 self.types[name] = t
 
     def tiling(self, kernel: HostKernel, position: int | None = None) -> None:
@@ -271,7 +296,12 @@ class RunState(LaunchStage):
     # ------------------------------------------------------------ bookkeeping
     def execute(self, position: int | None, kernel: HostKernel) -> None:
         t = time.perf_counter()
-        HOST_KERNELS[kernel.kind](self, kernel, position)
+        try:
+            HOST_KERNELS[kernel.kind](self, kernel, position)
+        except AirccError:
+            raise
+        except Exception as e:            # a host kernel's own failure: name the node and op
+            raise self._named(kernel, e) from e
         dt = time.perf_counter() - t
         if self.profiler is not None:
             node = self.m.nodes[kernel.node] if kernel.node is not None else None
@@ -285,6 +315,16 @@ class RunState(LaunchStage):
             self.op_seconds[op] = self.op_seconds.get(op, 0.0) + dt
             if kernel.kind in COUNTED:
                 self.op_counts[op] = self.op_counts.get(op, 0) + 1
+
+    def _named(self, kernel: HostKernel, e: Exception) -> AirccError:
+        """``e``, raised by ``kernel`` itself, as an aircc error naming its node and op:
+        ShapeInferenceError from InferShape, else KernelError."""
+        node = self.m.nodes[kernel.node] if kernel.node is not None else None
+        name, op = (node.name, node.op) if node is not None else (kernel.kind.value, "-")
+        if kernel.kind is HostKernelKind.INFER_SHAPE:
+            return ShapeInferenceError(f"node '{name}' ({op}): run-time shape inference failed: "
+                                       f"{type(e).__name__}: {e}")
+        return KernelError(name, op, e)
 
     def mark_launched(self, position: int) -> None:
         with self._launched_cond:

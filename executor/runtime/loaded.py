@@ -7,8 +7,10 @@ one device) and adds what every mode shares:
 - **one run at a time**: runs from several threads take turns (a model's memory
   plan and streams serve one run), runs of different models go on at once;
 - **a deadline for every run**: ``run(timeout=)``, else ``load(timeout=)``, else
-  ``$AIRCC_RUN_TIMEOUT`` (600 s); past it the run fails with ``RunTimeoutError``
-  naming the stream and the task it is stuck in, and the model serves the next run;
+  ``$AIRCC_RUN_TIMEOUT`` (600 s), counted from the call: the wait for the model, every
+  attempt and every recovery action come out of it (:class:`~.recovery.RunDeadline`);
+  past it the run fails with ``RunTimeoutError`` naming the stream and the task it is
+  stuck in (or that it was still waiting for the model), and the model serves the next run;
 - **a lifecycle**: ``run()`` on a closed model raises ``ModelClosedError`` at once;
   ``close()`` waits for a run in flight up to its bound, then cancels it, and never
   frees memory a kernel may still write (the engine quarantines it);
@@ -33,7 +35,7 @@ from aircc.executor.device.stream import in_device_worker
 from aircc.log import get as get_log
 
 from .profiling import Profiler
-from .recovery import RecoveryPolicy, default_policy
+from .recovery import RecoveryPolicy, RunDeadline, default_policy
 
 #: Seconds ``close()`` waits for a run in flight before it cancels it.
 CLOSE_TIMEOUT = 5.0
@@ -44,7 +46,10 @@ class LoadedModel:
     closes it when the block ends, also on an error."""
 
     def __init__(self, make: Callable[[VirtualDevice], object], device: VirtualDevice, *,
-                 timeout: float | None = None, recovery: RecoveryPolicy | None = None):
+                 timeout: float | None = None, recovery: RecoveryPolicy | None = None,
+                 name: str = ""):
+        self._label = name or "model"
+        """The model's name before its engine exists (for what a load's recovery logs)."""
         self.recovery = recovery if recovery is not None else default_policy()
         self.timeout = timeout
         self.recoveries: list[dict] = []
@@ -73,9 +78,7 @@ class LoadedModel:
         try:
             return make(device)
         except DeviceOutOfMemoryError as e:
-            pool = getattr(device, "caching_allocator", None)
-            if self.recovery.out_of_memory != "release_and_retry" or pool is None \
-                    or not pool.release_cached():
+            if self.recovery.out_of_memory != "release_and_retry" or not device.release_cached():
                 raise
             self._note(e, "released the device's cached blocks and loaded again")
             return make(device)
@@ -139,32 +142,64 @@ class LoadedModel:
         """One inference: ``{input name: array}`` -> ``{output name: array}``.  ``timeout``:
         seconds before the run is cancelled (default: the model's, else
         ``$AIRCC_RUN_TIMEOUT``)."""
+        deadline = RunDeadline.starting_now(self._timeout if timeout is None
+                                            else _seconds(timeout))
         if self._closing:
             raise self._closed_error()
-        with self._lock:
+        if not self._lock.acquire(timeout=max(0.0, deadline.left())):
+            if self._closing:
+                raise self._closed_error()
+            raise RunTimeoutError(f"model '{self.name}': the run passed its deadline of "
+                                  f"{deadline.budget:g} s waiting for the model (its runs take "
+                                  f"turns, and the runs before it held it all that time)")
+        try:
             if self._closing:
                 raise self._closed_error()
             self._runs += 1
-            timeout = self._timeout if timeout is None else _seconds(timeout)
-            try:
-                engine = self._engine
-                device = engine.device
-                if device.usable and engine.epoch == device.epoch:
-                    try:
-                        return engine.run(feeds, output_names, timeout, self._runs)
-                    except (DeviceLostError, DeviceOutOfMemoryError, RunTimeoutError,
-                            KernelError) as e:
-                        return self._recover(e, feeds, output_names, timeout)
-                return self._recover(None, feeds, output_names, timeout)
-            finally:
-                if self._close_pending:        # close() gave up waiting: the last one out
-                    self._release()
+            engine = self._engine
+            device = engine.device
+            if device.usable and engine.epoch == device.epoch:
+                try:
+                    return self._attempt(engine, feeds, output_names, deadline)
+                except (DeviceLostError, DeviceOutOfMemoryError, RunTimeoutError,
+                        KernelError) as e:
+                    return self._recover(e, feeds, output_names, deadline)
+            return self._recover(None, feeds, output_names, deadline)
+        finally:
+            if self._close_pending:        # close() gave up waiting: the last one out
+                self._release()
+            self._lock.release()
+
+    def _attempt(self, engine, feeds: dict, output_names, deadline: RunDeadline,
+                 after: BaseException | None = None) -> dict:
+        """One run of the engine in what is left of the run's deadline (``after``: the
+        failure the policy handled last)."""
+        left = deadline.left()
+        if left <= 0:
+            why = f" again after {type(after).__name__}: {after}" if after is not None else ""
+            raise RunTimeoutError(f"model '{self.name}': the run passed its deadline of "
+                                  f"{deadline.budget:g} s before the model could run it{why}")
+        try:
+            outputs = engine.run(feeds, output_names, left, self._runs)
+        except RunTimeoutError as e:
+            raise deadline.restate(e, left) from None
+        device = engine.device
+        if device.epoch != engine.epoch:
+            # The device lost its memory while the run was on it (and may be answering
+            # again: a reset, a heartbeat's FAULT cleared): what the run read or wrote
+            # after the loss is not to be trusted, even when no kernel failed.
+            why = next((f.detail for f in reversed(device.faults) if f.kind != "reset"), "no answer")
+            raise DeviceLostError(f"device {device.id} was lost while model '{self.name}' ran "
+                                  f"on it ({why}); the run's outputs are not trusted")
+        return outputs
 
     def _recover(self, error: BaseException | None, feeds: dict, output_names,
-                 timeout: float) -> dict:
+                 deadline: RunDeadline) -> dict:
         """After ``error`` (or with the device not ready: None), what the recovery policy
-        says, then the run again, as long as the policy allows."""
+        says, then the run again, as long as the policy allows and the deadline leaves
+        time (every action and attempt comes out of the run's deadline)."""
         policy, tries = self.recovery, Counter()
+        last = error
         while True:
             engine = self._engine
             try:
@@ -175,12 +210,13 @@ class LoadedModel:
                     device.check_usable()          # a lost device: DeviceLostError
                 if engine.epoch != device.epoch:
                     engine.restore()               # the device lost what was written
-                return engine.run(feeds, output_names, timeout, self._runs)
+                return self._attempt(engine, feeds, output_names, deadline, last)
             except DeviceLostError as e:
                 if tries["lost"] or policy.device_lost == "fail":
                     raise
                 tries["lost"] += 1
                 self._note(e, self._recover_lost(engine))
+                last = e
             except DeviceOutOfMemoryError as e:
                 if tries["oom"] or policy.out_of_memory != "release_and_retry":
                     raise
@@ -188,17 +224,20 @@ class LoadedModel:
                 pool = getattr(engine.device, "caching_allocator", None)
                 freed = engine.release_cached() + (pool.release_cached() if pool else 0)
                 self._note(e, f"released {freed} bytes of cached blocks and ran again")
+                last = e
             except RunTimeoutError as e:
                 if tries["timeout"] >= policy.timeout_retries or self._closing:
                     raise
                 tries["timeout"] += 1
-                timeout *= policy.timeout_factor
-                self._note(e, f"ran again with a deadline of {timeout:g} s")
+                deadline.extend(policy.timeout_factor)
+                self._note(e, f"ran again with a deadline of {deadline.budget:g} s")
+                last = e
             except KernelError as e:
                 if tries["kernel"] >= policy.retries or self._closing:
                     raise
                 tries["kernel"] += 1
                 self._note(e, "ran again")
+                last = e
             error = None
 
     def _recover_lost(self, engine) -> str:
@@ -225,8 +264,9 @@ class LoadedModel:
         self.recoveries.append({"run": self._runs, "error": type(error).__name__,
                                 "code": getattr(error, "code", None), "message": str(error),
                                 "action": action})
-        get_log("recovery").warning("model '%s' run %d: %s; %s", self.name, self._runs, error,
-                                    action)
+        engine = self.__dict__.get("_engine")
+        name = engine.name if engine is not None else self._label
+        get_log("recovery").warning("model '%s' run %d: %s; %s", name, self._runs, error, action)
 
     # ------------------------------------------------------------ profiling
     def start_profiling(self) -> Profiler:

@@ -63,7 +63,8 @@ def load_model(source: str | os.PathLike | bytes | OmFile,
             return DynamicModel(om, contract, dev, backend, target,
                                 runtime_core_number=cores, replay=replay, priority=priority)
     t0 = time.perf_counter()
-    model = LoadedModel(make, device, timeout=timeout, recovery=recovery)
+    model = LoadedModel(make, device, timeout=timeout, recovery=recovery,
+                        name=contract.model.name)
     get_log("load").info("model '%s' (%s) loaded on device %d in %.1f ms", model.name,
                          contract.mode, model.device.id, 1e3 * (time.perf_counter() - t0))
     return model

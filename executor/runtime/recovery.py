@@ -6,14 +6,18 @@ A policy is given per model (``aircc.load(..., recovery=RecoveryPolicy(...))``) 
 the whole process (``$AIRCC_RECOVERY``, the same fields as ``key=value`` pairs)::
 
     AIRCC_RECOVERY="retries=1,out_of_memory=release_and_retry,timeout_retries=1,device_lost=reset"
+
+Every action and retry comes out of the run's one deadline (:class:`RunDeadline`), which
+only a retry after a timeout extends.
 """
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 from aircc.config import settings
-from aircc.errors import ConfigError
+from aircc.errors import ConfigError, RunTimeoutError
 
 ON_OUT_OF_MEMORY = ("fail", "release_and_retry")
 ON_DEVICE_LOST = ("fail", "reset", "failover")
@@ -29,7 +33,8 @@ class RecoveryPolicy:
     """``release_and_retry``: give back every cached block of the device's pools and run
     once more; ``fail``: raise."""
     timeout_retries: int = 0
-    """Runs again after a timeout, each time with the deadline times ``timeout_factor``."""
+    """Runs again after a timeout, each time with the last deadline times ``timeout_factor``,
+    counted from the retry's start (:class:`RunDeadline`)."""
     timeout_factor: float = 2.0
     device_lost: str = "reset"
     """``reset``: reset the device, write the model's weights again and run once more;
@@ -75,6 +80,47 @@ class RecoveryPolicy:
                 raise ConfigError(f"recovery policy: {key}={value!r} is not a{'n' if kind == 'int' else ''} "
                                   f"{kind}") from None
         return RecoveryPolicy(**values)
+
+
+@dataclass
+class RunDeadline:
+    """The deadline of one ``run()`` call: ``budget`` seconds from its start.
+
+    Everything the call does comes out of it: waiting for the model (runs take turns),
+    every attempt, and every recovery action and retry between attempts (a reset, a
+    failover load, a release of cached memory, a retry after a kernel error).  A retry
+    after a timeout (``timeout_retries``) is the one extension: it gets the last budget
+    times ``timeout_factor``, counted from when it starts, so that with ``timeout=T``,
+    ``timeout_retries=n`` and ``timeout_factor=f`` a call ends within about
+    ``T + T*f + ... + T*f**n`` seconds (plus a kernel's grace of 0.2 s to stop)."""
+
+    budget: float
+    end: float
+
+    @staticmethod
+    def starting_now(budget: float) -> "RunDeadline":
+        return RunDeadline(budget, time.monotonic() + budget)
+
+    def left(self) -> float:
+        """Seconds left (<= 0: passed)."""
+        return self.end - time.monotonic()
+
+    def extend(self, factor: float) -> None:
+        """A retry after a timeout: ``factor`` times the budget, from now."""
+        self.budget *= factor
+        self.end = time.monotonic() + self.budget
+
+    def restate(self, error: RunTimeoutError, given: float) -> RunTimeoutError:
+        """An attempt's timeout (it was ``given`` seconds, what was left) as this run's: the
+        message names the run's deadline, the stream and the task."""
+        if given >= self.budget:
+            return error
+        message = error.message.replace(f"deadline of {given:g} s",
+                                        f"deadline of {self.budget:g} s", 1)
+        out = RunTimeoutError(message, stream=error.stream, task=error.task)
+        if hasattr(error, "stuck"):
+            out.stuck = error.stuck
+        return out
 
 
 def default_policy() -> RecoveryPolicy:

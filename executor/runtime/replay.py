@@ -54,6 +54,7 @@ class Replays:
         for stream, task, desc in state.capture:
             lists[stream].append((task, desc))
         program = DeviceProgram(self.streams, self.events, lists, self.name)
+        allocator.mark_recorded()       # its blocks are the program's: only we release them
         outs = [(o, state.types[o]) for o in self.exec_graph.outputs]
         self._replays[key] = Replay(program, allocator, state.host_results, outs)
         while len(self._replays) > MAX_REPLAYS:
@@ -94,6 +95,9 @@ class Replays:
         if prof is not None:
             prof.host_span("submit (replay)", "host", start, time.perf_counter())
         try:
+            lost = device.faulted()      # before we could hear it: stop the run ourselves
+            if lost is not None:
+                self.cancel(lost)
             device.finish(program, run, timeout)
         finally:
             self._in_flight = None

@@ -22,7 +22,7 @@ from time import perf_counter, thread_time
 import numpy as np
 
 from aircc import faults
-from aircc.errors import DeviceOutOfMemoryError, InputError, ModelFormatError
+from aircc.errors import AirccError, InputError, ModelFormatError
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.executor.device.prepared import PreparedConstants
@@ -161,8 +161,8 @@ class StaticModel:
                 out = dict(zip(fast[2], results))
                 self.last_host_seconds = t1 - t0 + thread_time() - t2
                 return out
-        if self.arena_base is None:
-            self._rebind()
+        if not self.programs:
+            self._rebind()           # after a stuck run: a new arena, the tasks bound to it
         plan, program, real_batch, feeds = self._pick(feeds)
         ordered = check_feeds([i.to_payload() for i in plan.inputs], feeds)
         results = [None] * len(plan.outputs)
@@ -190,6 +190,9 @@ class StaticModel:
         if prof is not None:
             prof.host_span("submit", "host", start, perf_counter())
         try:
+            lost = device.faulted()      # before we could hear it: stop the run ourselves
+            if lost is not None:
+                self.cancel(lost)
             device.finish(program, run, timeout)
         finally:
             self._in_flight = None
@@ -216,7 +219,10 @@ class StaticModel:
 
     def recover_stuck(self, run: Run) -> None:
         """After ``run`` was abandoned to walks stuck in a kernel: new streams in place of
-        theirs, and a new arena, the old one quarantined until they return."""
+        theirs, and a new arena, the old one quarantined until they return.  The tasks are
+        bound to the new arena now if the device kept its memory, else by the next run
+        (after the weights are written again); a bind that fails now is tried again by the
+        next run, which then says why it cannot."""
         with self._recover_lock:
             stuck = run.stuck()
             if not stuck or self.arena_base is None:
@@ -227,12 +233,16 @@ class StaticModel:
             self.programs, self._fast = {}, None
             self.device.replace_streams(self.streams, stuck, release=lambda: mem.free(old),
                                         nbytes=self.arena_bytes)
+            if self.device.epoch != self.epoch or not self.device.usable:
+                return               # the device lost its memory: the next run binds
             try:
                 self._rebind()
-            except DeviceOutOfMemoryError:
+            except AirccError:
                 pass                 # the next run tries again (and says why it cannot)
 
     def _rebind(self) -> None:
+        """A new arena if the model has none, and every task bound to it (``programs`` stays
+        empty if binding fails, so that the next run tries again)."""
         if self.arena_base is None:
             self.arena_base = self._malloc(
                 self.arena_bytes, f"activation arena of model '{self.name}' (its previous "
@@ -265,6 +275,7 @@ class StaticModel:
             raise InputError(f"batch {batch} has no gear; this model has gears {self.gears}"
                              + ("" if self.pad_to_gear else " (load with pad_to_gear=True to pad up)"))
         gear = bigger[0]
+        check_feeds(self.inputs, feeds, self.device.memory.capacity)   # before padding copies
         for name in self.batch_inputs:
             x = np.asarray(feeds[name])
             if x.ndim and x.shape[0] != batch:

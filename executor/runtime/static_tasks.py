@@ -8,6 +8,8 @@ is a ModelFormatError naming the section, the task and the node.
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from aircc.errors import AirccError, ModelFormatError
@@ -27,6 +29,10 @@ class TaskBinder:
         self.device, self.backend, self.name = model.device, model.backend, model.name
         self.events, self.prepared = model.events, model.prepared
         self.bases, self.sizes = bases, sizes
+        self._weights = sorted({(w.offset, w.name) for p in model.plans
+                                for w in p.memory_plan.weights if w.name in model.om.weights})
+        """(offset, name) of every weight in the weights region, by offset."""
+        self._host_weights = model.om.weights
         self._binders = {TaskKind.KERNEL: self._bind_kernel,
                          TaskKind.MEMCPY_H2D: self._bind_h2d, TaskKind.MEMCPY_D2H: self._bind_d2h,
                          TaskKind.EVENT_RECORD: self._bind_record,
@@ -76,7 +82,7 @@ class TaskBinder:
             if j in op.definition.value_inputs and o is not None:
                 if o.region is not Region.WEIGHTS:
                     return                   # decided at run time: the rule cannot be checked
-                values.append(self._view(o))
+                values.append(self._constant(o))
             else:
                 values.append(None)
         types = [None if o is None else TensorType(o.dtype, tuple(o.shape)) for o in task.inputs]
@@ -91,6 +97,20 @@ class TaskBinder:
             if (o.dtype, tuple(o.shape)) != (t.dtype, tuple(t.shape)):
                 raise OperandError(f"outputs[{k}] is {o.dtype}{list(o.shape)}, but the op makes "
                                    f"{t.dtype}{list(t.shape)} of its inputs")
+
+    def _constant(self, operand: Operand) -> np.ndarray:
+        """A weights operand's value as the file has it (device memory may have lost its
+        contents: a rebind after a device loss must not read them), else as the device
+        has it (an operand that lies in no single weight)."""
+        view = self._view(operand)
+        k = bisect.bisect_right(self._weights, (operand.offset, "\uffff")) - 1
+        if k >= 0:
+            start, name = self._weights[k]
+            raw = np.ascontiguousarray(self._host_weights[name]).reshape(-1).view(np.uint8)
+            lo = operand.offset - start
+            if lo + view.nbytes <= raw.nbytes:
+                return raw[lo:lo + view.nbytes].view(view.dtype).reshape(view.shape)
+        return view
 
     def _bind_kernel(self, task: KernelTask, tiling: list[dict], labels: dict):
         op = resolve_op(self.backend, task.op, task.version, task.domain, task.node, task.impl,

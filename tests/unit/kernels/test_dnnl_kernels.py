@@ -324,6 +324,8 @@ call()                                             # the main thread: no team of
 assert np.allclose(y, 512.0)
 main_after = count()
 s = Stream(0)
+s.submit(lambda: None)                             # its worker starts with its first task
+s.synchronize()
 worker_before = count()
 s.submit(call)
 s.synchronize()
