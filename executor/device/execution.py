@@ -16,8 +16,8 @@ from __future__ import annotations
 import time
 
 from aircc import faults
-from aircc.errors import AirccError, DeviceLostError, DeviceOutOfMemoryError, KernelError, \
-    RunTimeoutError
+from aircc.errors import AirccError, DeviceError, DeviceLostError, DeviceOutOfMemoryError, \
+    KernelError, RunTimeoutError
 from aircc.faults import Fault, FaultKind, InjectedFault
 
 from . import threads
@@ -119,6 +119,10 @@ class ProgramExecution:
                 and threads.parallel_calls == run.parallel_calls
             if run.error is not None:
                 raise run.error
+            for k, r in enumerate(run.results):   # never an answer with a hole in it
+                if r is None:
+                    raise DeviceError(f"model '{program.name}': the run ended without copying "
+                                      f"out output {k} and without an error")
         finally:
             self.health.finished()
             program.lock.release()

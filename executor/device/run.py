@@ -21,16 +21,18 @@ class Run:
     """One model execution in flight on the device.
 
     The record is made once per program and re-armed for every execution: the
-    host only hands over the feeds and the result slots and notes the count of the
-    ``done`` bell (:meth:`arm`); the model-execute task clears the rest (:meth:`start`)
-    before any stream sees the run, and the last stream to finish rings ``done``.  A run
+    host hands over the feeds and the result slots, notes the count of the ``done``
+    bell and clears the last execution's error (:meth:`arm`: a cancel from then on
+    stops this one); the model-execute task clears the rest (:meth:`start`) before any
+    stream sees the run, and the last stream to finish rings ``done``.  A run
     whose walk is stuck in a kernel is *abandoned* (:meth:`abandon`): its record stays
     with the stuck walk, which stops at its next task, and the program gets a new one.
     """
 
     __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled", "faults",
                  "base", "records", "waits", "at", "walking", "abandoned", "_lock",
-                 "_streams", "_released", "_seen", "kick", "submitted", "parallel_calls")
+                 "_streams", "_released", "_seen", "kick", "submitted", "parallel_calls",
+                 "execution")
 
     def __init__(self, streams: int):
         self.feeds: list = []
@@ -62,17 +64,22 @@ class Run:
         self.abandoned = False
         self._lock = threading.Lock()
         self._released = True
+        self.execution = 0
+        """Which execution of the program the record holds now (counted by :meth:`arm`):
+        a cancel meant for an earlier one must not stop the next (:meth:`fail`)."""
 
     def arm(self, feeds: list, results: list, faults: dict | None = None) -> None:
         """Host side of a new execution: its feeds, its result slots, and ``done`` taken."""
         self.feeds, self.results, self.faults = feeds, results, faults
         self._seen = self.done.count
-        self._released = False
+        with self._lock:              # a cancel from now on stops this execution
+            self.execution += 1
+            self.error, self.cancelled = None, False
+            self._released = False
 
     def start(self, events: list[Event]) -> None:
         """Device side: clear what the last execution left (by the model-execute task)."""
         self.pending = self._streams
-        self.error, self.cancelled = None, False
         self.base = [ev._generation for ev in events]
         self.records = [0] * len(events)
         self.waits = [0] * len(events)
@@ -105,13 +112,19 @@ class Run:
         if not event.wait(self.base[e] + self.waits[e], lambda: self.cancelled):
             raise Cancelled()
 
-    def fail(self, error: BaseException, events: list[Event]) -> None:
+    def fail(self, error: BaseException, events: list[Event], execution: int | None = None) -> bool:
+        """Stop the run with ``error`` (the first error stays).  ``execution`` (from another
+        thread, which saw the run in flight): only if the record still holds that
+        execution; False, and nothing done, when it has moved on to the next one."""
         with self._lock:
+            if execution is not None and execution != self.execution:
+                return False
             if self.error is None:
                 self.error = error
             self.cancelled = True
         for e in events:
             e.cancel()
+        return True
 
     def stream_finished(self, index: int) -> None:
         with self._lock:

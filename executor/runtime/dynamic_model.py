@@ -88,7 +88,7 @@ class DynamicModel(Replays):
         """What kernels derive from the weights (``prepare``), shared by every shape's run."""
         self.allocator: CachingAllocator = device.caching_allocator
         self._state: RunState | None = None
-        self._in_flight: tuple[DeviceProgram, Run] | None = None
+        self._in_flight: tuple[DeviceProgram, Run, int] | None = None
         self._recover_lock = threading.Lock()
         try:
             self._allocate_weights()
@@ -243,9 +243,9 @@ class DynamicModel(Replays):
             state.deadline = time.monotonic()
         current = self._in_flight
         if current is not None:
-            program, run = current
-            run.fail(error, program.events)
-            if wait and not run.wait_done(CANCEL_GRACE):
+            program, run, execution = current
+            if run.fail(error, program.events, execution) and wait \
+                    and not run.wait_done(CANCEL_GRACE):
                 self.device.abandon(program, run, error)
 
     def recover_stuck(self, stuck: list[int], state: RunState | None = None,

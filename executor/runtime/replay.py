@@ -90,7 +90,7 @@ class Replays:
         if prof is not None:
             start = time.perf_counter()
         run = device.submit(program, ordered, results, plan)
-        self._in_flight = (program, run)
+        self._in_flight = (program, run, run.execution)
         submit_seconds = time.thread_time() - t1
         if prof is not None:
             prof.host_span("submit (replay)", "host", start, time.perf_counter())

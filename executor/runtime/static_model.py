@@ -63,7 +63,7 @@ class StaticModel:
         self.streams: list = []
         self.programs: dict = {}
         self.arena_base: int | None = None
-        self._in_flight: tuple[DeviceProgram, Run] | None = None
+        self._in_flight: tuple[DeviceProgram, Run, int] | None = None
         self._recover_lock = threading.Lock()
         try:
             self.weights_base = self._malloc(self.weights_bytes, f"weights of model '{self.name}'")
@@ -185,7 +185,7 @@ class StaticModel:
         if prof is not None:
             start = perf_counter()
         run = device.submit(program, ordered, results, plan_faults)
-        self._in_flight = (program, run)
+        self._in_flight = (program, run, run.execution)
         t1 = thread_time()
         if prof is not None:
             prof.host_span("submit", "host", start, perf_counter())
@@ -212,9 +212,8 @@ class StaticModel:
         current = self._in_flight
         if current is None:
             return
-        program, run = current
-        run.fail(error, program.events)
-        if wait and not run.wait_done(CANCEL_GRACE):
+        program, run, execution = current
+        if run.fail(error, program.events, execution) and wait and not run.wait_done(CANCEL_GRACE):
             self.device.abandon(program, run, error)
 
     def recover_stuck(self, run: Run) -> None:
