@@ -7,7 +7,8 @@ top of each section's own checks it holds every static task to the memory its
 model owns: each operand lies inside the arena or the weights region of its own
 plan, each workspace inside the arena, no kernel's outputs, workspace and inputs share
 bytes but where the op runs in place (:mod:`.task_operands`), each tiling index names an
-entry, each copy serves an existing input or output of its shape and dtype, each weight the
+entry, each copy serves an existing input or output of its shape and dtype, every output
+is copied to the host, each weight the
 plan places exists with the size it says, no two weights share bytes, and every weight
 a task reads lies in bytes a weight is written to (:mod:`.weight_placement`).  A
 dynamic model's execute graph names only the model's inputs and outputs.
@@ -195,6 +196,13 @@ def check_static_plan(plan: StaticPlan, section: str, prefix: str,
                 if io.dtype != task.operand.dtype or list(io.shape or ()) != list(task.operand.shape):
                     c.fail(w, f"copies {task.operand.dtype}{list(task.operand.shape)} for {what} "
                               f"'{io.name}', which is {io.dtype}{list(io.shape or ())}")
+    copied = {t.binding for tl in plan.tasks.lists for t in tl
+              if isinstance(t, CopyTask) and t.kind is TaskKind.MEMCPY_D2H}
+    missing = sorted(set(range(len(plan.outputs))) - copied)
+    if missing:
+        c.fail(f"{prefix}tasks" if prefix else "lists", f"copy no output {missing[0]} "
+                                                        f"('{plan.outputs[missing[0]].name}') to the "
+                                                        f"host: every output needs a memcpy_d2h task")
     check_task_operands(plan.tasks, c, f"{prefix}tasks." if prefix else "")
     cm = c if prefix else Checker("memory_plan")
     for i, buf in enumerate(mp.buffers):

@@ -138,6 +138,18 @@ def test_copies_serve_existing_bindings_of_their_shape(conv_model):
     refused(conv_model, reshape, "for input 'x', which is float32[1, 3, 8, 8]")
 
 
+def test_every_output_is_copied_to_the_host():
+    """An output copy forged into an input copy of the same shape: the run used to return
+    None for that output, with no error (the fuzz found it)."""
+    om = aircc.compile(diamond()).om
+    s, i, _ = _first(om.sections, "memcpy_d2h")
+
+    def mutate(sec):
+        task = sec["tasks"]["lists"][s][i]
+        task["kind"], task["dst"] = "memcpy_h2d", task.pop("src")
+    refused(om, mutate, "copy no output 0 ('y') to the host: every output needs a memcpy_d2h")
+
+
 def test_a_task_kind_outside_the_closed_set_is_refused(conv_model):
     s, i, _ = _kernels(conv_model.sections)[0]
 
