@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from .errors import (AirccError, DeviceLostError, DeviceOutOfMemoryError,  # noqa: F401
@@ -86,10 +87,10 @@ def load(source: str | os.PathLike | bytes | OmFile | CompiledModel,
     shapes; ``timeout``: each run's deadline in seconds (default ``$AIRCC_RUN_TIMEOUT``);
     ``recovery``: a :class:`RecoveryPolicy` (default ``$AIRCC_RECOVERY``).
     """
-    from .compiler.driver import CompiledModel
     from .executor.runtime.loader import load_model
 
-    if isinstance(source, CompiledModel):
+    driver = sys.modules.get("aircc.compiler.driver")     # loading never imports the compiler
+    if driver is not None and isinstance(source, driver.CompiledModel):
         source = source.om
     options = dict(runtime_core_number=runtime_core_number, pad_to_gear=pad_to_gear,
                    replay=replay, timeout=timeout, recovery=recovery, priority=priority)
