@@ -39,10 +39,10 @@ def reference(proto, feeds: dict) -> dict:
     return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
 
 
-def branches(mode: str, **kw):
-    """The diamond (three streams) compiled in ``mode``."""
-    return aircc.compile(diamond(**kw), mode=mode, min_branch_bytes=0,
-                         split_matrix_branches=True).om
+def branches(mode: str, proto=None, **kw):
+    """``proto`` (default: the diamond, three streams) compiled in ``mode`` on streams."""
+    return aircc.compile(proto if proto is not None else diamond(**kw), mode=mode,
+                         min_branch_bytes=0, split_matrix_branches=True).om
 
 
 # ---------------------------------------------------------------- compute units
@@ -217,8 +217,7 @@ def lost_while_stuck(m, dev, timeout: float = 0.5) -> Exception | None:
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 def test_a_device_lost_during_a_stuck_run_leaves_the_model_runnable(mode):
-    om = aircc.compile(reshaping_branches(), mode=mode, min_branch_bytes=0,
-                       split_matrix_branches=True).om
+    om = branches(mode, reshaping_branches())
     want = reference(reshaping_branches(), {"x": X})["y"]
     dev = VirtualDevice(64 << 20)
     try:
@@ -246,8 +245,7 @@ def test_a_device_lost_during_a_stuck_run_leaves_the_model_runnable(mode):
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 def test_hangs_and_losses_mixed_end_every_run_right_or_with_a_named_error(mode):
-    om = aircc.compile(reshaping_branches(), mode=mode, min_branch_bytes=0,
-                       split_matrix_branches=True).om
+    om = branches(mode, reshaping_branches())
     want = reference(reshaping_branches(), {"x": X})["y"]
     dev = VirtualDevice(64 << 20)
     rng = np.random.default_rng(5)

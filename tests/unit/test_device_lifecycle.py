@@ -28,17 +28,24 @@ def blocking_kernel(inside: threading.Event, go_on: threading.Event, seen: list)
     return KernelImpl("Blocking", 1, kernel=kernel)
 
 
+def kernel_running(dev: VirtualDevice):
+    """A 4096-byte allocation of ones, and a blocking kernel on a stream of ``dev`` writing
+    it, now inside: (the allocation, the kernel's call, the stream, the event that lets it
+    return, what it saw of its output at the end)."""
+    out = dev.memory.view(dev.memory.malloc(4096), np.uint8, (4096,))
+    out[:] = 1
+    inside, go_on, seen = threading.Event(), threading.Event(), []
+    call = dev.engine_call(blocking_kernel(inside, go_on, seen), "vector", [], [out], {}, {}, None)
+    s = dev.create_stream()
+    s.submit(call)
+    assert inside.wait(10)
+    return out, call, s, go_on, seen
+
+
 def test_a_lost_device_is_written_over_only_once_its_running_kernel_returned():
     dev = VirtualDevice(1 << 20)
     try:
-        off = dev.memory.malloc(4096)
-        out = dev.memory.view(off, np.uint8, (4096,))
-        out[:] = 1
-        inside, go_on, seen = threading.Event(), threading.Event(), []
-        call = dev.engine_call(blocking_kernel(inside, go_on, seen), "vector", [], [out], {}, {}, None)
-        s = dev.create_stream()
-        s.submit(call)
-        assert inside.wait(10)
+        out, call, s, go_on, seen = kernel_running(dev)
         dev.lose("test: lost while a kernel runs")
         assert dev.state.value == "fault"
         assert (out == 1).all()                 # the running kernel's memory is left alone
@@ -63,14 +70,7 @@ def test_a_reset_before_a_stuck_kernel_returns_leaves_its_memory_alone():
     may still use (its owner quarantines that memory) and works again after the reset."""
     dev = VirtualDevice(1 << 20)
     try:
-        off = dev.memory.malloc(4096)
-        out = dev.memory.view(off, np.uint8, (4096,))
-        out[:] = 1
-        inside, go_on, seen = threading.Event(), threading.Event(), []
-        s = dev.create_stream()
-        s.submit(dev.engine_call(blocking_kernel(inside, go_on, seen), "vector", [], [out], {},
-                                 {}, None))
-        assert inside.wait(10)
+        out, _, s, go_on, seen = kernel_running(dev)
         dev.lose("test: lost while a kernel is stuck")
         dev.reset()
         go_on.set()
