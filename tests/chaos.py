@@ -117,8 +117,8 @@ class Storm:
 
 
 def storm(seed: int, requests: int, seconds: float, threads: int) -> dict:
-    """One seed's storm: until ``requests`` requests have ended (and at least 0.3 s has
-    passed), or ``seconds`` have."""
+    """One seed's storm: until ``requests`` requests have ended, at least 0.3 s has passed
+    and every kind of fault was armed, or until ``seconds`` have passed."""
     rng = np.random.default_rng(seed)
     fds, nthreads = open_fds(), process_threads()
     devices = [VirtualDevice(64 << 20, device_id=i, name=f"chaos{i}") for i in range(2)]
@@ -147,7 +147,9 @@ def storm(seed: int, requests: int, seconds: float, threads: int) -> dict:
 
     def storming() -> bool:
         now = time.monotonic()
-        return now < end and (now < start + 0.3 or sum(tally.values()) < requests)
+        short = now < start + 0.3 or sum(tally.values()) < requests \
+            or len(chaos.armed) < len(KINDS)          # every kind of fault armed once at least
+        return now < end and short
 
     def serve(worker: int, mode: str) -> None:
         m, local = models[mode], np.random.default_rng([seed, worker])

@@ -3,8 +3,9 @@ threads while kernel errors, hangs past short deadlines, out-of-memory, device l
 failover and devices that stop answering fire at random, for ten seeds.
 
 In a subprocess, so that a crash fails the test.  Each seed storms until 250 requests
-have ended (at least 0.3 s, at most 6 s: about ten seconds in all);
-``AIRCC_CHAOS_REQUESTS`` and ``AIRCC_CHAOS_SECONDS`` make a longer storm of the same test.
+have ended and every kind of fault was armed (at least 0.3 s, at most 6 s: about ten
+seconds in all); ``AIRCC_CHAOS_REQUESTS`` and ``AIRCC_CHAOS_SECONDS`` make a longer storm
+of the same test.
 """
 from __future__ import annotations
 
