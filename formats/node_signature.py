@@ -1,7 +1,8 @@
 """A node's (or a kernel task's) inputs, outputs and attributes against its op's signature.
 
-The signature is onnx's schema of the op at the node's opset version (``onnx.defs``; the
-domains onnx defines): how many inputs and outputs the op takes, which inputs it needs,
+The signature is onnx's schema of the op at the node's opset version (``onnx.defs``,
+written out to :mod:`.onnx_signatures` by ``tools/gen_onnx_signatures.py``; the domains
+onnx defines): how many inputs and outputs the op takes, which inputs it needs,
 and each attribute's type.  The compiler adds to that (:data:`COMPILER_ATTRS`): its fusions
 record their epilogue in attributes of their own, and ``fused_add`` gives the op one more
 input.  Where onnx has no schema (aircc's own ops, onnxruntime's contrib ops) an attribute
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .checks import Checker, describe
+from .onnx_signatures import OPSETS, SIGNATURES
 
 #: Domains whose ops onnx's schemas describe.
 SCHEMA_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
@@ -103,12 +105,34 @@ class Signature:
 @functools.lru_cache(maxsize=4096)
 def signature(domain: str, op: str, version: int) -> Signature | None:
     """onnx's schema of ``op`` at opset ``version`` of ``domain`` (its newest for a version
-    of 0), or None where onnx has none."""
+    of 0), or None where onnx has none.
+
+    Read from :mod:`.onnx_signatures`, the schemas written out of onnx (so that a runtime
+    reading an .om never imports onnx); an opset newer than that table asks the installed
+    onnx itself."""
     if domain not in SCHEMA_DOMAINS:
         return None
+    domain = "" if domain == "ai.onnx" else domain
+    if version > OPSETS.get(domain, 0):
+        return schema_signature(domain, op, version)
+    history = SIGNATURES.get((domain, op))
+    if not history:
+        return None
+    if version <= 0:
+        return Signature(*history[-1])
+    chosen = None
+    for entry in history:                    # oldest first: the newest since <= version
+        if entry[0] > version:
+            break
+        chosen = entry
+    return None if chosen is None else Signature(*chosen)
+
+
+def schema_signature(domain: str, op: str, version: int) -> Signature | None:
+    """The installed onnx's schema of ``op`` at opset ``version`` of ``domain`` (``""``
+    for the default one; its newest for a version of 0), or None where it has none."""
     import onnx.defs
 
-    domain = "" if domain == "ai.onnx" else domain
     try:
         s = onnx.defs.get_schema(op, min(version, 2**31 - 1), domain) if version > 0 else \
             onnx.defs.get_schema(op, domain)

@@ -8,19 +8,23 @@ run in device memory).  ``aircc ops`` lists these as ``fallback``.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
 from .registry import InferContext, OpDef
 from .types import TensorType
 
-_RUN_PARAMS = {"log": lambda *a, **k: None, "opsets": {"": onnx.defs.onnx_opset_version()},
-               "verbose": 0, "new_ops": None}
+if TYPE_CHECKING:
+    import onnx
+
+# onnx is imported where a fallback op is first defined or run, not with this module:
+# a runtime that loads an .om whose kernels are all native never needs it.
 
 
 def _attribute(name: str, value):
+    from onnx import helper, numpy_helper
+
     if isinstance(value, np.ndarray):
         return helper.make_attribute(name, numpy_helper.from_array(value))
     if isinstance(value, list) and value and isinstance(value[0], np.ndarray):
@@ -29,6 +33,8 @@ def _attribute(name: str, value):
 
 
 def make_node(op: str, attrs: dict, n_in: int, n_out: int, domain: str = "") -> onnx.NodeProto:
+    from onnx import helper
+
     node = helper.make_node(op, [f"i{k}" for k in range(n_in)], [f"o{k}" for k in range(n_out)],
                             domain=domain or None)
     node.attribute.extend(_attribute(k, v) for k, v in attrs.items())
@@ -36,10 +42,15 @@ def make_node(op: str, attrs: dict, n_in: int, n_out: int, domain: str = "") -> 
 
 
 def _elem(dtype: str) -> int:
+    import onnx
+    from onnx import helper
+
     return onnx.TensorProto.STRING if dtype == "object" else helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
 def _tensor_type(t: TensorType | None) -> onnx.TypeProto | None:
+    from onnx import helper
+
     if t is None:
         return None
     if t.dtype.startswith("sequence:"):
@@ -50,10 +61,14 @@ def _tensor_type(t: TensorType | None) -> onnx.TypeProto | None:
 
 
 def _dtype(elem_type: int) -> str:
+    from onnx import helper
+
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
 
 
 def _from_type_proto(tp: onnx.TypeProto, ctx: InferContext, k: int) -> TensorType:
+    from onnx import helper
+
     if tp.HasField("sequence_type"):
         return TensorType(f"sequence:{_dtype(tp.sequence_type.elem_type.tensor_type.elem_type)}", None)
     tt = tp.tensor_type
@@ -66,6 +81,9 @@ def _from_type_proto(tp: onnx.TypeProto, ctx: InferContext, k: int) -> TensorTyp
 
 
 def _value_info(name: str, x) -> onnx.ValueInfoProto:
+    import onnx
+    from onnx import helper
+
     if isinstance(x, list):
         elem = _elem(np.asarray(x[0]).dtype.name) if x else onnx.TensorProto.FLOAT
         return helper.make_value_info(name, helper.make_sequence_type_proto(
@@ -86,6 +104,7 @@ class _Evaluators:
         hit = self._cache.get(key)
         if hit is not None and hit[0] is attrs:
             return hit[1]
+        from onnx import helper
         from onnx.reference import ReferenceEvaluator
 
         node = make_node(op, attrs, len(ins), n_out, domain)
@@ -130,10 +149,12 @@ def _supported(name: str, version: int, domain: str, schema) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-@functools.lru_cache(maxsize=None)
 def fallback_def(name: str, version: int | None, domain: str = "") -> OpDef | None:
     """The definition of an op by onnx's schema (shape inference) and reference
     implementation, or None if onnx cannot run such an op."""
+    import onnx
+    from onnx import helper, numpy_helper
+
     try:
         schema = onnx.defs.get_schema(name, version or onnx.defs.onnx_opset_version(), domain)
     except Exception:
@@ -184,6 +205,8 @@ def value_type(value) -> TensorType:
 def fallback_ops() -> list[tuple[str, str, int]]:
     """(domain, op, since) of every op of :data:`FALLBACK_DOMAINS` the reference
     implementation can run."""
+    import onnx
+
     out = []
     for schema in onnx.defs.get_all_schemas_with_history():
         domain = "" if schema.domain == "ai.onnx" else schema.domain

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from onnx.numpy_helper import saturate_cast
 
 from aircc.ops.defs.quant_linear import (FLOAT8_TYPES, INTEGER_RANGES, MS_DOMAIN,
                                          SUBBYTE_FLOATS, VERSIONS)
@@ -68,6 +67,7 @@ def quantize(x: np.ndarray, scale: np.ndarray, zp: Optional[np.ndarray], out: np
     if name in INTEGER_RANGES:
         round_to(q if q.dtype.kind == "f" else q.astype(np.float64), z, out)
     elif name in FLOAT8_TYPES:
+        from onnx.numpy_helper import saturate_cast     # float8 models only: not on every load
         np.copyto(out, saturate_cast(q, out.dtype) if saturate else q.astype(out.dtype))
     elif name in SUBBYTE_FLOATS:
         np.copyto(out, (q + z if z is not None else q).astype(out.dtype))
