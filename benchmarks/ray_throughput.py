@@ -68,17 +68,17 @@ def main(argv=None) -> int:
     compiled = light_model(args.model)
     with aircc.load(compiled) as m:
         spec = m.inputs[0]
-        out_name = m.outputs[0]["name"]
+        out_name = m.outputs[0].name
         x = np.random.default_rng(0).standard_normal(
-            [args.rows, *spec["shape"][1:]]).astype(spec["dtype"])
-        reference = np.concatenate([m.run({spec["name"]: x[i:i + 1]})[out_name]
+            [args.rows, *spec.shape[1:]]).astype(spec.dtype)
+        reference = np.concatenate([m.run({spec.name: x[i:i + 1]})[out_name]
                                     for i in range(min(args.rows, 16))])
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     results = []
     try:
         for n in [int(a) for a in args.actors.split(",")]:
-            r = measure(compiled, x, spec["name"], n, args.actor_cpus, args.batch_size)
+            r = measure(compiled, x, spec.name, n, args.actor_cpus, args.batch_size)
             out = r.pop("outputs")
             assert np.array_equal(out["row"], np.arange(args.rows)), "rows out of order"
             assert np.array_equal(out[out_name][:len(reference)], reference), "outputs differ"

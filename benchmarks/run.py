@@ -136,7 +136,7 @@ def entries(suites: list[str], wanted: set | None = None, broader_size: str = "f
 
 def random_feeds(inputs: list[dict], seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
+    return {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in inputs}
 
 
 def _error(e: BaseException) -> str:

@@ -120,7 +120,7 @@ def run_dataset_command(model: str, *, dataset: str | None, output_dir: str | No
                 click.echo(Summary.from_json(job.checkpoint.completed).format())
                 return
             folders = output_folders([job.spec.index_column, *job.spec.keep_columns,
-                                      *(o["name"] for o in job.spec.outputs)])
+                                      *(o.name for o in job.spec.outputs)])
             remove_shards(out, folders)       # a killed run's, which the new ones replace
             summary = job.write(out, fmt=output_format)
             if not summary.failures:

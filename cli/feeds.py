@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.errors import CommandLineError, InputError
+from aircc.formats.model_section import IOSpec
 
 from . import value_files
 
@@ -29,7 +30,7 @@ def load_array_file(path: str) -> np.ndarray | np.lib.npyio.NpzFile:
         raise InputError(f"input file {path!r} cannot be loaded: {type(e).__name__}: {e}") from None
 
 
-def read_npz(path: str, known: list[str], specs: list[dict] | None = None) -> dict:
+def read_npz(path: str, known: list[str], specs: list[IOSpec] | None = None) -> dict:
     """Every array of the .npz at ``path``, by name; each must be an input of the model
     (with ``specs``: sequences and optionals as :mod:`.value_files` says)."""
     feeds = {}
@@ -47,10 +48,10 @@ def read_npz(path: str, known: list[str], specs: list[dict] | None = None) -> di
     return feeds if specs is None else value_files.unpack(feeds, specs, path)
 
 
-def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndarray]:
+def read_inputs(specs: tuple[str, ...], inputs: list[IOSpec]) -> dict[str, np.ndarray]:
     """``x.npy`` (inputs in order), ``name=x.npy``, or ``feeds.npz`` (by name)."""
     feeds: dict[str, np.ndarray] = {}
-    positional = [i["name"] for i in inputs]
+    positional = [i.name for i in inputs]
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep:
@@ -72,7 +73,7 @@ def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndar
                 raise InputError(f"--input {path}: more input files than the model has "
                                  f"inputs ({positional})")
             name = free[0]
-        dtype = next(i["dtype"] for i in inputs if i["name"] == name)
+        dtype = next(i.dtype for i in inputs if i.name == name)
         if value_files.kind(dtype) == "sequence" or dtype.startswith("optional:sequence:"):
             raise InputError(f"--input {spec}: input '{name}' is a {dtype}; give it in an .npz "
                              f"as {name}/0, {name}/1, ... ({name}/ alone when empty)")
@@ -80,57 +81,57 @@ def read_inputs(specs: tuple[str, ...], inputs: list[dict]) -> dict[str, np.ndar
     return value_files.empty_optionals(feeds, inputs)
 
 
-def narrow_type_bits(feeds: dict[str, np.ndarray], inputs: list[dict]) -> dict[str, np.ndarray]:
+def narrow_type_bits(feeds: dict[str, np.ndarray], inputs: list[IOSpec]) -> dict[str, np.ndarray]:
     """Feeds of the inputs typed bfloat16, float8, float4, int4 or int2 (ml_dtypes' dtypes)
     as ``np.save`` writes such arrays: raw bytes (``|V2`` for bfloat16, ``|V1`` for the
     others), read back as the input's dtype (the same bits)."""
     from aircc.formats.checks import ML_DTYPES
 
     for i in inputs:
-        a, dt = feeds.get(i["name"]), ML_DTYPES.get(i["dtype"])
+        a, dt = feeds.get(i.name), ML_DTYPES.get(i.dtype)
         if (dt is not None and isinstance(a, np.ndarray) and a.dtype.kind == "V"
                 and a.dtype.names is None and a.dtype.itemsize == dt.itemsize):
-            feeds[i["name"]] = a.view(dt)
+            feeds[i.name] = a.view(dt)
     return feeds
 
 
-def random_inputs(inputs: list[dict], seed: int, shapes: dict | None = None) -> dict[str, np.ndarray]:
+def random_inputs(inputs: list[IOSpec], seed: int, shapes: dict | None = None) -> dict[str, np.ndarray]:
     """Inputs drawn from a generator seeded with ``seed``; a symbolic dim takes its size
     from ``shapes`` (``--input-shape``)."""
     rng = np.random.default_rng(seed)
     shapes = dict(shapes or {})
-    unknown = sorted(set(shapes) - {i["name"] for i in inputs})
+    unknown = sorted(set(shapes) - {i.name for i in inputs})
     if unknown:
         raise CommandLineError(f"--input-shape: the model has no input {unknown[0]!r}; its "
-                               f"inputs are {[i['name'] for i in inputs]}")
+                               f"inputs are {[i.name for i in inputs]}")
     feeds = {}
     for i in inputs:
-        if value_files.kind(i["dtype"]) != "tensor":
-            raise CommandLineError(f"--random: input '{i['name']}' is a {i['dtype']}; give "
+        if value_files.kind(i.dtype) != "tensor":
+            raise CommandLineError(f"--random: input '{i.name}' is a {i.dtype}; give "
                                    f"--input")
-        shape = _shape(i, shapes.get(i["name"]))
-        dt = np.dtype(i["dtype"])
+        shape = _shape(i, shapes.get(i.name))
+        dt = np.dtype(i.dtype)
         if dt.kind == "f":
-            feeds[i["name"]] = rng.standard_normal(shape).astype(dt)
+            feeds[i.name] = rng.standard_normal(shape).astype(dt)
         elif dt.kind == "b":
-            feeds[i["name"]] = rng.random(shape) < 0.5
+            feeds[i.name] = rng.random(shape) < 0.5
         else:
-            feeds[i["name"]] = rng.integers(0, 10, shape).astype(dt)
+            feeds[i.name] = rng.integers(0, 10, shape).astype(dt)
     return feeds
 
 
-def _shape(spec: dict, given: list | None) -> list[int]:
+def _shape(spec: IOSpec, given: list | None) -> list[int]:
     """A random input's shape: the model's, with ``given`` (``--input-shape``) for its
     symbolic dims."""
-    model = list(spec["shape"])
+    model = list(spec.shape)
     if given is None:
         if not all(isinstance(d, int) for d in model):
-            raise CommandLineError(f"--random: input '{spec['name']}' has a symbolic shape "
-                                   f"{model}; give --input-shape {spec['name']}:"
+            raise CommandLineError(f"--random: input '{spec.name}' has a symbolic shape "
+                                   f"{model}; give --input-shape {spec.name}:"
                                    f"{','.join(str(d) if isinstance(d, int) else 'N' for d in model)}")
         return model
     if len(given) != len(model) or not all(isinstance(d, int) and d >= 0 for d in given) or \
             any(isinstance(m, int) and m != g for m, g in zip(model, given)):
-        raise CommandLineError(f"--input-shape {spec['name']}:{','.join(map(str, given))} does "
+        raise CommandLineError(f"--input-shape {spec.name}:{','.join(map(str, given))} does "
                                f"not fit the input's shape {model}")
     return given

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.errors import InputError
+from aircc.formats.model_section import IOSpec
 
 NONE_MARK = "none"
 
@@ -19,9 +20,9 @@ def kind(dtype: str) -> str:
         "optional" if dtype.startswith("optional:") else "tensor"
 
 
-def pack(values: dict, specs: list[dict]) -> dict[str, np.ndarray]:
+def pack(values: dict, specs: list[IOSpec]) -> dict[str, np.ndarray]:
     """Outputs (arrays, lists of arrays, None) as the arrays of an .npz, by key."""
-    dtypes = {s["name"]: s["dtype"] for s in specs}
+    dtypes = {s.name: s.dtype for s in specs}
     out: dict[str, np.ndarray] = {}
     for name, value in values.items():
         if value is None:
@@ -35,27 +36,28 @@ def pack(values: dict, specs: list[dict]) -> dict[str, np.ndarray]:
     return out
 
 
-def unpack(arrays: dict[str, np.ndarray], specs: list[dict], path: str) -> dict:
+def unpack(arrays: dict[str, np.ndarray], specs: list[IOSpec], path: str) -> dict:
     """The feeds an .npz's arrays make (see the module's doc): InputError for a key no
     input has, a sequence with a gap, or a sequence or optional given as a bare array."""
-    by_name = {s["name"]: s for s in specs}
+    by_name = {s.name: s for s in specs}
     feeds: dict = {}
     parts: dict[str, dict[int, np.ndarray]] = {}
+    dtypes = {s.name: s.dtype for s in specs}
     unknown = sorted(k for k in arrays if k not in by_name and kind(
-        by_name.get(k.rpartition("/")[0], {}).get("dtype", "") or "tensor") == "tensor")
+        dtypes.get(k.rpartition("/")[0], "") or "tensor") == "tensor")
     if unknown:
         raise InputError(f"input file {path!r} holds {unknown}, which the model does not "
                          f"have; its inputs are {list(by_name)}")
     for key, arr in arrays.items():
         if key in by_name:
-            if kind(by_name[key]["dtype"]) == "sequence":
+            if kind(by_name[key].dtype) == "sequence":
                 raise InputError(f"input file {path!r}: input '{key}' is a sequence; store "
                                  f"it as {key}/0, {key}/1, ... ({key}/ alone when empty)")
             feeds[key] = arr
             continue
         name, sep, index = key.rpartition("/")
         spec = by_name[name]
-        if index == NONE_MARK and kind(spec["dtype"]) == "optional":
+        if index == NONE_MARK and kind(spec.dtype) == "optional":
             feeds[name] = None
         elif index == "":
             parts.setdefault(name, {})
@@ -72,11 +74,11 @@ def unpack(arrays: dict[str, np.ndarray], specs: list[dict], path: str) -> dict:
     return feeds
 
 
-def empty_optionals(feeds: dict, specs: list[dict]) -> dict:
+def empty_optionals(feeds: dict, specs: list[IOSpec]) -> dict:
     """Every optional input no file gave, as empty (None)."""
     for s in specs:
-        if kind(s["dtype"]) == "optional":
-            feeds.setdefault(s["name"], None)
+        if kind(s.dtype) == "optional":
+            feeds.setdefault(s.name, None)
     return feeds
 
 

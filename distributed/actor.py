@@ -24,6 +24,7 @@ import numpy as np
 
 import aircc
 from aircc.errors import AirccError, InputError
+from aircc.formats.model_section import IOSpec
 
 from .checkpoint import read_record, record_path, write_record
 from .ledger import BatchFailure, batch_name
@@ -35,8 +36,8 @@ class ActorSpec:
 
     om: Any
     """An ``ObjectRef`` to the .om bytes (put in the object store once)."""
-    inputs: list[dict]
-    outputs: list[dict]
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
     input_columns: dict[str, str]
     """Model input name -> the dataset column that feeds it."""
     index_column: str = "row"
@@ -67,7 +68,7 @@ def assigned_cpus() -> int:
 def rows_per_run(model) -> int | None:
     """How many rows one run of ``model`` takes: the first dimension when it is fixed, the
     largest gear of a gear model, None when any batch fits (a dynamic batch)."""
-    firsts = {i["shape"][0] for i in model.inputs if i["shape"]}
+    firsts = {i.shape[0] for i in model.inputs if i.shape}
     fixed = [d for d in firsts if isinstance(d, int)]
     if fixed:
         return max(fixed)
@@ -148,8 +149,8 @@ class ModelActor:
         """The model's feeds for ``batch``: each input from its column, stacked, cast to the
         input's dtype when that loses no kind (int32 -> int64, float64 -> float32) and
         reshaped to the input's row shape when only the shape differs (flat lists)."""
-        return {spec["name"]: column_as_input(batch[self.spec.input_columns[spec["name"]]],
-                                              spec, self.spec.input_columns[spec["name"]])
+        return {spec.name: column_as_input(batch[self.spec.input_columns[spec.name]],
+                                              spec, self.spec.input_columns[spec.name])
                 for spec in self.spec.inputs}
 
     def run(self, feeds: dict[str, np.ndarray], rows: int) -> dict[str, np.ndarray]:
@@ -157,7 +158,7 @@ class ModelActor:
         last padded by repeating its last row when the model's batch is fixed)."""
         step = self.chunk or rows
         gears = bool(getattr(self.model, "gears", None))     # they pad up themselves
-        parts: dict[str, list[np.ndarray]] = {o["name"]: [] for o in self.spec.outputs}
+        parts: dict[str, list[np.ndarray]] = {o.name: [] for o in self.spec.outputs}
         for start in range(0, rows, step):
             n = min(step, rows - start)
             part = {k: v[start:start + n] for k, v in feeds.items()}
@@ -193,12 +194,12 @@ def column_as_input(column: np.ndarray, spec: dict, name: str) -> np.ndarray:
             array = np.stack([np.asarray(v) for v in array])
         except ValueError as e:
             shapes = sorted({np.shape(v) for v in column}, key=str)[:4]
-            raise InputError(f"column '{name}' (input '{spec['name']}'): its rows cannot be "
+            raise InputError(f"column '{name}' (input '{spec.name}'): its rows cannot be "
                              f"stacked, shapes {shapes}: {e}") from None
-    dtype = np.dtype(spec["dtype"])
+    dtype = np.dtype(spec.dtype)
     if array.dtype != dtype and np.can_cast(array.dtype, dtype, "same_kind"):
         array = array.astype(dtype)
-    row_shape = spec["shape"][1:]
+    row_shape = spec.shape[1:]
     if (array.shape[1:] != tuple(row_shape) and all(isinstance(d, int) for d in row_shape)
             and array.ndim >= 1 and math.prod(array.shape[1:]) == math.prod(row_shape)):
         array = array.reshape(len(array), *row_shape)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from aircc.errors import AirccError, InputError
+from aircc.formats.model_section import IOSpec
 
 from . import checkpoint as ckpt
 from . import io
@@ -43,7 +44,7 @@ def require_ray() -> Any:
     return ray
 
 
-def om_bytes(om: ModelSource) -> tuple[bytes, list[dict], list[dict]]:
+def om_bytes(om: ModelSource) -> tuple[bytes, list[IOSpec], list[IOSpec]]:
     """The bytes, inputs and outputs of an .om (path, bytes, OmFile or compiled model),
     checked by aircc's reader (ModelFormatError for a damaged file)."""
     from aircc.compiler.driver import CompiledModel
@@ -62,23 +63,22 @@ def om_bytes(om: ModelSource) -> tuple[bytes, list[dict], list[dict]]:
         except OSError as e:
             raise InputError(f"model {os.fspath(om)!r} cannot be read: {e.strerror or e}") from None
     contract = load_om(data).parsed()
-    inputs = [i.to_payload() for i in contract.model.inputs]
-    outputs = [o.to_payload() for o in contract.model.outputs]
+    inputs, outputs = list(contract.model.inputs), list(contract.model.outputs)
     for spec in inputs + outputs:
-        if spec["dtype"].startswith(("sequence:", "optional:")) or not spec["shape"]:
-            raise InputError(f"'{spec['name']}' is a {spec['dtype']} of shape {spec['shape']}; "
+        if spec.dtype.startswith(("sequence:", "optional:")) or not spec.shape:
+            raise InputError(f"'{spec.name}' is a {spec.dtype} of shape {None if spec.shape is None else list(spec.shape)}; "
                              f"aircc.distributed runs models whose inputs and outputs are "
                              f"tensors with the batch first")
     return data, inputs, outputs
 
 
-def prepare_dataset(dataset: DatasetSource, inputs: list[dict], index_column: str, batch_size: int,
+def prepare_dataset(dataset: DatasetSource, inputs: list[IOSpec], index_column: str, batch_size: int,
                     actors: int) -> tuple[Any, list[str]]:
     """``dataset`` (a Ray Dataset, a directory of shards, an array or a dict of arrays) as
     a Ray Dataset with ``index_column``, and its columns."""
     import ray
 
-    names = [i["name"] for i in inputs]
+    names = [i.name for i in inputs]
     if isinstance(dataset, (str, os.PathLike)):
         shards = [io.shard_rows(f, names) for f in io.list_shards(dataset)]
         columns = sorted({c for _, cols in shards for c in cols})
@@ -102,7 +102,7 @@ def prepare_dataset(dataset: DatasetSource, inputs: list[dict], index_column: st
     return dataset, columns
 
 
-def match_columns(inputs: list[dict], columns: list[str], given: dict[str, str] | None,
+def match_columns(inputs: list[IOSpec], columns: list[str], given: dict[str, str] | None,
                   index_column: str, keep: tuple[str, ...]) -> dict[str, str]:
     """Model input -> dataset column: as ``given``, else by name; a single input takes the
     single data column whatever its name (``data`` from ``ray.data.from_numpy``)."""
@@ -110,7 +110,7 @@ def match_columns(inputs: list[dict], columns: list[str], given: dict[str, str] 
     data = [c for c in columns if c != index_column and c not in keep]
     mapping = {}
     for spec in inputs:
-        name = spec["name"]
+        name = spec.name
         column = given.get(name, name)
         if column not in columns and name not in given and len(inputs) == 1 and len(data) == 1:
             column = data[0]
@@ -164,8 +164,8 @@ def run_dataset(om: ModelSource, dataset: DatasetSource, *, batch_size: int = 64
     data, inputs, outputs = om_bytes(om)
     source = (dataset_fingerprint, -1)
     if checkpoint_dir is not None and dataset_fingerprint is None:
-        source = ckpt.data_fingerprint(dataset, [i["name"] for i in inputs])
-    clash = [o["name"] for o in outputs if o["name"] == index_column or o["name"] in keep_columns]
+        source = ckpt.data_fingerprint(dataset, [i.name for i in inputs])
+    clash = [o.name for o in outputs if o.name == index_column or o.name in keep_columns]
     if clash:
         raise InputError(f"the model's output {clash[0]!r} has the name of a dataset column "
                          f"kept in the results; give another index_column or keep_columns")
@@ -179,7 +179,7 @@ def run_dataset(om: ModelSource, dataset: DatasetSource, *, batch_size: int = 64
         checkpoint = ckpt.DatasetCheckpoint.open(checkpoint_dir, {
             "model": ckpt.model_fingerprint(data), "data": source[0], "rows": source[1],
             "index_column": index_column, "input_columns": json.dumps(mapping, sort_keys=True),
-            "keep_columns": json.dumps(keep), "outputs": json.dumps([o["name"] for o in outputs]),
+            "keep_columns": json.dumps(keep), "outputs": json.dumps([o.name for o in outputs]),
             "batch_code": ckpt.batch_code(actor_class)})
         starts, ends = checkpoint.done_ranges()
         if len(starts):
@@ -276,7 +276,7 @@ class InferenceJob:
         cover = ckpt.cover(self.checkpoint.files())
         items = [{"path": p, "from_row": r} for p, r in cover] or [{"path": "", "from_row": 0}]
         columns = [self.spec.index_column, *self.spec.keep_columns,
-                   *(o["name"] for o in self.spec.outputs)]
+                   *(o.name for o in self.spec.outputs)]
         blocks = min(len(items), 1024)            # a read task per file, up to a point
         return ordered(ray.data.from_items(items, override_num_blocks=blocks).map_batches(
             ckpt.read_batches, batch_size=1, batch_format="numpy",
@@ -286,7 +286,7 @@ class InferenceJob:
     def to_numpy(self) -> dict[str, np.ndarray]:
         """Every result column as one array, rows in input order (runs the job)."""
         names = [self.spec.index_column, *self.spec.keep_columns,
-                 *(o["name"] for o in self.spec.outputs)]
+                 *(o.name for o in self.spec.outputs)]
         if self.checkpoint is None:
             batches = self.run(lambda ds: list(ds.iter_batches(batch_size=None,
                                                                batch_format="numpy")))
@@ -310,7 +310,7 @@ class InferenceJob:
         out_dir = os.fspath(out_dir)
         os.makedirs(out_dir, exist_ok=True)
         names = [self.spec.index_column, *self.spec.keep_columns,
-                 *(o["name"] for o in self.spec.outputs)]
+                 *(o.name for o in self.spec.outputs)]
         folders = io.output_folders(names)
         kwargs = {"out_dir": out_dir, "fmt": fmt, "folders": folders,
                   "index_column": self.spec.index_column}

@@ -105,19 +105,19 @@ def _frames(exc: BaseException) -> dict:
     return {"frame": where(tb[-1]) if tb else "?", "aircc_frame": where(ours[-1]) if ours else "?"}
 
 
-def _feeds(inputs: list[dict], rng: np.random.Generator) -> dict:
+def _feeds(inputs: list, rng: np.random.Generator) -> dict:
     """Random feeds of the declared inputs (symbols are 2; what cannot be made, made wrong)."""
     feeds = {}
     for spec in inputs:
-        declared = spec.get("shape")
+        declared = spec.shape
         shape = [2] if declared is None else [d if isinstance(d, int) else 2 for d in declared]
         try:
-            dt = np.dtype(spec["dtype"])
+            dt = np.dtype(spec.dtype)
         except TypeError:
             dt = np.dtype(np.float32)
         dt = dt if dt.kind in "biufc" else np.dtype(np.float32)
         shape = shape if int(np.prod(shape, dtype=object)) <= 1 << 20 else [1]
-        feeds[spec["name"]] = (rng.integers(0, 3, shape) if dt.kind in "iub"
+        feeds[spec.name] = (rng.integers(0, 3, shape) if dt.kind in "iub"
                                else rng.standard_normal(shape)).astype(dt)
     return feeds
 

@@ -20,9 +20,9 @@ def light_path(name: str) -> str:
     return os.path.join(LIGHT_DIR, f"light_{name}.onnx")
 
 
-def random_feeds(inputs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
+def random_feeds(inputs: list, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {i["name"]: rng.standard_normal(i["shape"]).astype(i["dtype"]) for i in inputs}
+    return {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in inputs}
 
 
 def numpy_target() -> str:

@@ -42,8 +42,8 @@ def load(model: str):
     """(loaded model, feeds): ResNet-50 light (static), or the BERT sample (static, 1 x 16)."""
     if model == "resnet50":
         m = aircc.load(aircc.compile(os.path.join(LIGHT, "light_resnet50.onnx")))
-        x = np.random.default_rng(0).standard_normal(m.inputs[0]["shape"]).astype(np.float32)
-        return m, {m.inputs[0]["name"]: x}
+        x = np.random.default_rng(0).standard_normal(m.inputs[0].shape).astype(np.float32)
+        return m, {m.inputs[0].name: x}
     shapes = {"input_ids": [1, 16], "attention_mask": [1, 16]}
     m = aircc.load(aircc.compile(os.path.join(SAMPLES, "bert_encoder.onnx"), input_shapes=shapes))
     ids = np.ones((1, 16), np.int64)

@@ -67,8 +67,7 @@ class DynamicModel(Replays):
         self.backend, self.target = backend, target
         self.description = contract.model
         self.name = contract.model.name
-        self.inputs = [i.to_payload() for i in contract.model.inputs]
-        self.outputs = [o.to_payload() for o in contract.model.outputs]
+        self.inputs, self.outputs = list(contract.model.inputs), list(contract.model.outputs)
         eg = contract.exec_graph
         self.exec_graph = eg
         self.nodes = eg.nodes
@@ -175,8 +174,8 @@ class DynamicModel(Replays):
         state.set_timeout(timeout)
         state.faults = plan
         for spec, arr in zip(self.inputs, ordered):
-            state.host[spec["name"]] = arr
-            state.types[spec["name"]] = TensorType.of(arr) if type(arr) is np.ndarray \
+            state.host[spec.name] = arr
+            state.types[spec.name] = TensorType.of(arr) if type(arr) is np.ndarray \
                 else feed_type(spec, arr)
         for name, arr in self.om.weights.items():
             state.types[name] = TensorType(arr.dtype.name, tuple(arr.shape))
@@ -330,14 +329,14 @@ class DynamicModel(Replays):
             release()
 
 
-def bind_symbols(inputs: list[dict], arrays: list[np.ndarray]) -> dict[str, int]:
+def bind_symbols(inputs: list[IOSpec], arrays: list[np.ndarray]) -> dict[str, int]:
     """Check that a symbol shared by several inputs has one size in this run."""
     sizes: dict[str, tuple[int, str]] = {}
     for spec, arr in zip(inputs, arrays):
-        for d, n in zip(spec["shape"] or (), getattr(arr, "shape", ())):
+        for d, n in zip(spec.shape or (), getattr(arr, "shape", ())):
             if isinstance(d, str):
                 if d in sizes and sizes[d][0] != n:
                     raise InputError(f"dim '{d}' is {sizes[d][0]} in input '{sizes[d][1]}' "
-                                     f"but {n} in input '{spec['name']}'")
-                sizes.setdefault(d, (n, spec["name"]))
+                                     f"but {n} in input '{spec.name}'")
+                sizes.setdefault(d, (n, spec.name))
     return {k: v[0] for k, v in sizes.items()}

@@ -6,9 +6,12 @@ A ``sequence:<dtype>`` value is a Python list of arrays of that dtype; an
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from aircc.errors import InputError
+from aircc.formats.model_section import IOSpec
 from aircc.ops import InferContext, TensorType, value_kind
 
 
@@ -39,15 +42,15 @@ def _array(name: str, value, dtype: str, what: str) -> np.ndarray:
     return arr
 
 
-def check_host_feed(spec: dict, value):
+def check_host_feed(spec: IOSpec, value):
     """A sequence or optional feed checked against its declared dtype: a list of
     C-contiguous arrays, None, or the optional's inner value; InputError otherwise."""
-    name, dtype = spec["name"], spec["dtype"]
+    name, dtype = spec.name, spec.dtype
     if dtype.startswith("optional:"):
         if value is None:
             return None
         inner = dtype.removeprefix("optional:")
-        return check_host_feed(dict(spec, dtype=inner), value) if inner.startswith("sequence:") \
+        return check_host_feed(replace(spec, dtype=inner), value) if inner.startswith("sequence:") \
             else _array(name, value, inner, f"an optional {inner} tensor")
     elem = dtype.removeprefix("sequence:")
     if not isinstance(value, (list, tuple)):
@@ -56,11 +59,11 @@ def check_host_feed(spec: dict, value):
     return [_array(name, v, elem, f"a sequence of {elem} tensors") for v in value]
 
 
-def feed_type(spec: dict, value) -> TensorType:
+def feed_type(spec: IOSpec, value) -> TensorType:
     """The run's type of a feed: an array's own, a sequence's, an empty optional's spec."""
     from aircc.ops.fallback import value_type
 
-    return TensorType(spec["dtype"], None) if value is None else value_type(value)
+    return TensorType(spec.dtype, None) if value is None else value_type(value)
 
 
 def host_result(value):

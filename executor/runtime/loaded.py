@@ -32,6 +32,7 @@ from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.discovery import failover_candidates
 from aircc.executor.device.health import DeviceState
 from aircc.executor.device.stream import in_device_worker
+from aircc.formats.model_section import IOSpec
 from aircc.log import get as get_log
 
 from .profiling import Profiler
@@ -108,11 +109,11 @@ class LoadedModel:
         return self._engine
 
     @property
-    def inputs(self) -> list[dict]:
+    def inputs(self) -> list[IOSpec]:
         return self._engine.inputs
 
     @property
-    def outputs(self) -> list[dict]:
+    def outputs(self) -> list[IOSpec]:
         return self._engine.outputs
 
     @property

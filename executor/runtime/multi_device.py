@@ -65,18 +65,18 @@ class MultiDeviceModel:
     def _batch_inputs(self, feeds: dict) -> tuple[list[str], int, int]:
         """The inputs to split, the batch size fed, and the granule a part's size must be a
         multiple of (a static model's batch; 1 for a symbolic batch)."""
-        specs = {i["name"]: i for i in self.inputs}
-        lead = next((i for i in self.inputs if i["shape"]), None)
-        if lead is None or lead["name"] not in feeds:
+        specs = {i.name: i for i in self.inputs}
+        lead = next((i for i in self.inputs if i.shape), None)
+        if lead is None or lead.name not in feeds:
             raise InputError(f"a batch split across devices needs the model's first input "
                              f"with a batch dim; the inputs are {list(specs)}")
-        dim0 = lead["shape"][0]
-        n = int(np.shape(feeds[lead["name"]])[0]) if np.ndim(feeds[lead["name"]]) else 0
-        names = [k for k, v in feeds.items() if k in specs and specs[k]["shape"]
-                 and specs[k]["shape"][0] == dim0 and np.ndim(v) and np.shape(v)[0] == n]
+        dim0 = lead.shape[0]
+        n = int(np.shape(feeds[lead.name])[0]) if np.ndim(feeds[lead.name]) else 0
+        names = [k for k, v in feeds.items() if k in specs and specs[k].shape
+                 and specs[k].shape[0] == dim0 and np.ndim(v) and np.shape(v)[0] == n]
         granule = dim0 if isinstance(dim0, int) else 1
         if n == 0 or n % granule:
-            raise InputError(f"input '{lead['name']}' has a batch of {n}: a static model of "
+            raise InputError(f"input '{lead.name}' has a batch of {n}: a static model of "
                              f"batch {granule} splits a batch of whole multiples of {granule}")
         return names, n, granule
 
@@ -98,9 +98,9 @@ class MultiDeviceModel:
     def _run_part(self, index: int, feeds: dict, output_names) -> dict:
         """Model ``index`` on its part: one run per ``granule`` rows of a static model."""
         model = self.models[index]
-        lead = next(i for i in self.inputs if i["shape"])
-        dim0 = lead["shape"][0]
-        n = int(np.shape(feeds[lead["name"]])[0])
+        lead = next(i for i in self.inputs if i.shape)
+        dim0 = lead.shape[0]
+        n = int(np.shape(feeds[lead.name])[0])
         if not isinstance(dim0, int) or dim0 == n:
             return model.run(feeds, output_names)
         names, _, _ = self._batch_inputs(feeds)

@@ -52,8 +52,7 @@ class StaticModel:
         self.pad_to_gear = pad_to_gear
         self.description = contract.model
         self.name = contract.model.name
-        self.inputs = [i.to_payload() for i in contract.model.inputs]
-        self.outputs = [o.to_payload() for o in contract.model.outputs]
+        self.inputs, self.outputs = list(contract.model.inputs), list(contract.model.outputs)
         self.plans = contract.static_plans()
         self.batch_inputs = contract.gears.batch_inputs if contract.gears else []
         self.weights_bytes = max(p.memory_plan.weights_bytes for p in self.plans)
@@ -164,14 +163,14 @@ class StaticModel:
         if not self.programs:
             self._rebind()           # after a stuck run: a new arena, the tasks bound to it
         plan, program, real_batch, feeds = self._pick(feeds)
-        ordered = check_feeds([i.to_payload() for i in plan.inputs], feeds)
+        ordered = check_feeds(plan.inputs, feeds)
         results = [None] * len(plan.outputs)
         t1, t2 = self._execute(program, ordered, results, timeout, plan_faults)
         out = {}
         for o, r in zip(self.outputs, results):
-            if real_batch is not None and o["shape"] and o["shape"][0] == "batch":
+            if real_batch is not None and o.shape and o.shape[0] == "batch":
                 r = r[:real_batch]
-            out[o["name"]] = r
+            out[o.name] = r
         selected = select_outputs(out, output_names)
         # host time: preparing, submitting and collecting; not the wait for the device
         self.last_host_seconds = t1 - t0 + thread_time() - t2

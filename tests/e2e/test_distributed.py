@@ -139,7 +139,7 @@ def embedding_model() -> bytes:
 def row_by_row(om: bytes, name: str, rows: np.ndarray) -> np.ndarray:
     """The reference: the model run on one row at a time, in this process."""
     with aircc.load(om) as m:
-        out = m.outputs[0]["name"]
+        out = m.outputs[0].name
         return np.concatenate([m.run({name: rows[i:i + 1]})[out] for i in range(len(rows))])
 
 

@@ -152,7 +152,7 @@ def test_bfloat16_input_and_output_through_the_python_api(mode, tmp_path):
     x = np.array([[1.5, -2.25, 3.0, 0.1], [0, 1, 2, 3]], np.float32).astype(ml_dtypes.bfloat16)
     m = aircc.load(path)
     try:
-        assert m.inputs[0]["dtype"] == "bfloat16" and m.outputs[0]["dtype"] == "bfloat16"
+        assert m.inputs[0].dtype == "bfloat16" and m.outputs[0].dtype == "bfloat16"
         y = m.run({"x": x})["y"]
         with pytest.raises(InputError, match="must be bfloat16, got float32"):
             m.run({"x": x.astype(np.float32)})

@@ -68,7 +68,7 @@ def test_outputs_match_onnxruntime(light, streams):
     name, builds, feeds, expected = light
     model = builds[streams][1]
     got = model.run(feeds)
-    assert list(got) == [o["name"] for o in model.outputs]
+    assert list(got) == [o.name for o in model.outputs]
     for g, e in zip(got.values(), expected):
         assert g.shape == e.shape and g.dtype == e.dtype
     if name in ILL_CONDITIONED:

@@ -172,7 +172,7 @@ def test_the_same_script_sees_the_same_with_both_runtimes(models, name):
 def test_a_model_with_symbolic_dims_compiles_dynamic_and_reads_as_declared(models):
     sess = aircc.InferenceSession(models["bert_encoder"], providers=PROVIDERS)
     assert sess.model.engine.om.mode == "dynamic"
-    inferred = [o["shape"] for o in sess.model.outputs]
+    inferred = [list(o.shape) for o in sess.model.outputs]
     assert inferred != [o.shape for o in sess.get_outputs()]      # aircc's own symbols ...
     assert [o.shape for o in sess.get_outputs()] == [["batch", "seq", 64], ["batch", 64]]  # ... shown as declared
     static = aircc.InferenceSession(models["branches"])

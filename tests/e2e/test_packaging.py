@@ -32,7 +32,7 @@ def test_python_m_aircc_is_the_aircc_command(tmp_path):
     r = python_m_aircc("compile", str(Path(SAMPLES) / "mlp.onnx"), "-o", str(om),
                        "--input-shape", "input:4,784")
     assert r.returncode == 0, r.stderr
-    assert aircc.load(str(om)).inputs[0]["shape"] == [4, 784]
+    assert aircc.load(str(om)).inputs[0].shape == (4, 784)
     r = python_m_aircc("inspect", str(tmp_path / "missing.om"))
     assert r.returncode == 2 and r.stderr.startswith("error: "), (r.returncode, r.stderr)
 

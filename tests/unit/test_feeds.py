@@ -6,8 +6,9 @@ import pytest
 
 from aircc.errors import InputError
 from aircc.executor.runtime.feeds import check_feeds
+from aircc.formats.model_section import IOSpec
 
-SPECS = [{"name": "s", "dtype": "object", "shape": ["N"]}, {"name": "x", "dtype": "float32", "shape": [2]}]
+SPECS = [IOSpec("s", "object", ("N",)), IOSpec("x", "float32", (2,))]
 
 
 def test_an_empty_array_of_another_type_is_taken_as_the_input_s_type():
