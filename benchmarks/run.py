@@ -272,10 +272,10 @@ def _timed(prepared: dict, sess, feeds, rounds, warmup, min_seconds: float = 0.0
     for i, name in enumerate(names):
         p = prepared[name]
         compiled, stats = p["compiled"], p["model"].run_stats()
-        if stats["mode"] == "static":
-            peak = stats["arena_bytes"] + stats["weights_bytes"] + stats["prepared_bytes"]
+        if stats.mode == "static":
+            peak = stats.arena_bytes + stats.weights_bytes + stats.prepared_bytes
         else:
-            peak = (stats["peak_allocated_bytes"] + stats["prepared_bytes"]
+            peak = (stats.peak_allocated_bytes + stats.prepared_bytes
                     + sum(w.nbytes for w in compiled.om.weights.values()))
         out["targets"][name] = {
             "compiled_for": compiled.report["target"], "mode": compiled.report["mode"],

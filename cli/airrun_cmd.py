@@ -289,7 +289,7 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
             with np.printoptions(precision=5, threshold=20, edgeitems=4, suppress=True):
                 click.echo(f"  {value}")
     models = getattr(m, "models", None) or [m]
-    submissions = sum(model.run_stats()["host_submissions"] for model in models)
+    submissions = sum(model.run_stats().host_submissions for model in models)
     on = f" on devices {','.join(str(d.id) for d in devices)}" if len(devices) > 1 else ""
     click.echo(f"load {load_s * 1e3:.1f} ms, run {run_s * 1e3:.1f} ms{on}, "
                f"host submissions {submissions}", err=True)

@@ -5,8 +5,12 @@ import contextlib
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from aircc.executor.runtime.engine import RunStats
 
 #: Latency percentiles a benchmark reports (nearest rank).
 PERCENTILES = (50, 90, 95, 99)
@@ -74,32 +78,32 @@ def format_memory(s: dict) -> str:
         f"{100 * s['cached_fragmentation']:.1f}% of cached blocks"])
 
 
-def format_stats(s: dict) -> str:
-    lines = [f"mode                 {s['mode']}", f"runs                 {s['runs']}"]
-    if s["mode"] == "dynamic":
+def format_stats(s: RunStats) -> str:
+    lines = [f"mode                 {s.mode}", f"runs                 {s.runs}"]
+    if s.mode == "dynamic":
         lines += [
-            f"runtime cores        {s['runtime_core_number']}",
-            f"runs through the host kernels  {s['host_kernel_runs']}: {s['launches']} launches "
-            f"(host submissions), {1e3 * s['host_seconds_per_host_kernel_run']:.3f} ms host time each",
-            f"replayed runs        {s['replays']}: one submission each, "
-            f"{1e6 * s['host_seconds_per_replay']:.0f} us host time each, no InferShape or "
-            f"Tiling ({s['replay_shapes']} input shapes recorded)",
-            f"tiling cache         over the host-kernel runs: {s['tiling_cache_hits']} hits, "
-            f"{s['tiling_cache_misses']} misses ({100 * s['tiling_cache_hit_rate']:.1f}% hit rate; "
+            f"runtime cores        {s.runtime_core_number}",
+            f"runs through the host kernels  {s.host_kernel_runs}: {s.launches} launches "
+            f"(host submissions), {1e3 * s.host_seconds_per_host_kernel_run:.3f} ms host time each",
+            f"replayed runs        {s.replays}: one submission each, "
+            f"{1e6 * s.host_seconds_per_replay:.0f} us host time each, no InferShape or "
+            f"Tiling ({s.replay_shapes} input shapes recorded)",
+            f"tiling cache         over the host-kernel runs: {s.tiling_cache_hits} hits, "
+            f"{s.tiling_cache_misses} misses ({100 * s.tiling_cache_hit_rate:.1f}% hit rate; "
             f"the first run of a shape misses)",
-            f"host-placed ops      {s['host_ops']}",
-            f"d2h syncs            {s['d2h_syncs']}",
-            f"allocator peaks      {s['peak_allocated_bytes']} bytes allocated, "
-            f"{s['peak_reserved_bytes']} bytes reserved",
-            f"prepared weights     {s['prepared_bytes']} bytes",
+            f"host-placed ops      {s.host_ops}",
+            f"d2h syncs            {s.d2h_syncs}",
+            f"allocator peaks      {s.peak_allocated_bytes} bytes allocated, "
+            f"{s.peak_reserved_bytes} bytes reserved",
+            f"prepared weights     {s.prepared_bytes} bytes",
             "host time per op (us, InferShape + Tiling + Alloc + Launch):",
         ]
-        lines += [f"  {op:<24} {us:>10.1f}" for op, us in s["host_us_per_op"].items()]
+        lines += [f"  {op:<24} {us:>10.1f}" for op, us in s.host_us_per_op.items()]
     else:
-        lines += [f"host submissions     {s['host_submissions']} ({s['submissions_per_run']:.2f} per run)",
-                  f"streams              {s['streams']}, events {s['events']}",
-                  f"arena                {s['arena_bytes']} bytes, weights {s['weights_bytes']} bytes, "
-                  f"prepared weights {s['prepared_bytes']} bytes"]
-        if s.get("gears"):
-            lines.append(f"gears                {s['gears']}")
+        lines += [f"host submissions     {s.host_submissions} ({s.submissions_per_run:.2f} per run)",
+                  f"streams              {s.streams}, events {s.events}",
+                  f"arena                {s.arena_bytes} bytes, weights {s.weights_bytes} bytes, "
+                  f"prepared weights {s.prepared_bytes} bytes"]
+        if s.gears:
+            lines.append(f"gears                {s.gears}")
     return "\n".join(lines)

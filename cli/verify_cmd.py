@@ -79,7 +79,7 @@ def verify(model, input_specs, input_shapes, mode, target, seed, rtol, atol, no_
     if json_path:
         check_output_path(json_path, "--json")
     proto = load_onnx(model)
-    specs = [s.as_dict() for s in model_inputs(proto)]
+    specs = model_inputs(proto)
     feeds = narrow_type_bits(read_inputs(input_specs, specs), specs) if input_specs else {}
     report = run_verify(proto, feeds, input_shapes=concrete_shapes(parse_input_shapes(input_shapes)),
                         modes=("static", "dynamic") if mode == "both" else (mode,),

@@ -63,10 +63,11 @@ def host_vector_classes() -> tuple[str, ...]:
     return tuple(c for c, need in VECTOR_CLASS_FLAGS.items() if flags.issuperset(need))
 
 
-def check_target(recorded: dict, what: str = "this model") -> Target:
-    """The target a file records, if this machine offers it; else TargetUnavailableError
-    naming what the file needs and what the machine has."""
-    target = Target(recorded["name"], recorded["backend"], recorded["vector_class"])
+def check_target(recorded: Target, what: str = "this model") -> Target:
+    """The target a file records (its name, backend and vector class), if this machine
+    offers it; else TargetUnavailableError naming what the file needs and what the
+    machine has."""
+    target = Target(recorded.name, recorded.backend, recorded.vector_class)
     reason = backend_unavailable(target.backend)
     if reason is not None:
         raise TargetUnavailableError(

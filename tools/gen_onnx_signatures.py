@@ -45,8 +45,7 @@ def main() -> None:
         f"ONNX_VERSION = {onnx.__version__!r}\n"
         f"OPSETS = {opsets!r}\n"
         "SIGNATURES = {\n"
-        + "".join(f"    {key!r}: [\n" + "".join(f"        {sig!r},\n" for sig in sigs) + "    ],\n"
-                  for key, sigs in history.items())
+        + "".join(f"    {key!r}: {sigs!r},\n" for key, sigs in history.items())
         + "}\n")
     print(f"{OUT}: {sum(map(len, history.values()))} schemas of {len(history)} ops")
 

@@ -41,11 +41,6 @@ class InputSpec:
     dtype: str
     shape: tuple[int | str | None, ...] | None
 
-    def as_dict(self) -> dict:
-        """As :mod:`aircc.cli.feeds` reads a model's inputs (``airrun``'s form)."""
-        return {"name": self.name, "dtype": self.dtype,
-                "shape": [d if d is not None else "?" for d in (self.shape or ())]}
-
 
 @dataclass(frozen=True)
 class FeedInfo:

@@ -22,7 +22,7 @@ from .host_values import host_result
 
 
 def run_control(state, kernel: HostKernel) -> None:
-    node = state.m.nodes[kernel.node]
+    node = state.plan.nodes[kernel.node]
     state.sync()                # what the control flow reads must have been computed
     if state.error is not None:
         raise state.error
@@ -62,7 +62,7 @@ def _body(state, node: ExecNode, body: Body, what: str) -> None:
     """Run ``body`` (``what``: which pass of ``node``), unless the run's deadline has passed:
     the host runs control flow, so no stream's deadline would stop a loop that spins."""
     if time.monotonic() > state.deadline:
-        raise RunTimeoutError(f"model '{state.m.name}': the run passed its deadline of "
+        raise RunTimeoutError(f"model '{state.plan.name}': the run passed its deadline of "
                               f"{state.timeout:g} s in the host's control flow (node "
                               f"'{node.name}', op {node.op}, {what})")
     state.run_body(body)
@@ -99,8 +99,8 @@ def _read(state, name: str) -> np.ndarray:
     """A value's data on the host (device values are copied back after a sync)."""
     if name in state.host:
         return state.host[name]
-    if name in state.m.host_values:
-        return state.m.host_values[name]
+    if name in state.plan.host_values:
+        return state.plan.host_values[name]
     if name in state.views:
         state.sync()
         state.d2h_syncs += 1
@@ -155,11 +155,11 @@ def _release(state, name: str) -> None:
     block = state.blocks.pop(name, None)
     state.views.pop(name, None)
     if block is not None:
-        state.pool.free(block, state.m.streams)
+        state.pool.free(block, state.ctx.streams)
 
 
 def _stream(state, kernel: HostKernel):
-    return state.m.streams[kernel.stream or 0]
+    return state.ctx.streams[kernel.stream or 0]
 
 
 # ---------------------------------------------------------------- If
@@ -216,7 +216,7 @@ def _run_loop(state, node: ExecNode, kernel: HostKernel) -> None:
             _release(state, h)
     for out, values in zip(outs[n:], scans):
         if out:
-            t = state.m.exec_graph.values.get(out)
+            t = state.plan.exec_graph.values.get(out)
             if values:
                 _to_device(state, out, np.stack(values), stream)
             else:

@@ -12,37 +12,37 @@ in one thread.  The outputs do not depend on the choice.
 A run that passes its deadline is cancelled; a stream still inside a kernel after
 that is replaced by a new one, and the memory its kernel may write (the run's blocks,
 the recorded runs' pools) comes back only when that kernel returns
-(:meth:`DynamicModel.recover_stuck`).
+(:meth:`DynamicModel._recover_stuck`).
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from aircc import faults
 from aircc.config import settings
-from aircc.errors import ConfigError, InputError, StreamSyncTimeoutError
+from aircc.errors import ConfigError, DeviceOutOfMemoryError, InputError, StreamSyncTimeoutError
 from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.formats import ModelContract, OmFile
-from aircc.formats.kinds import HostKernelKind, Placement
+from aircc.formats.model_section import IOSpec
 from aircc.ops import KernelBackend, Target, TensorType
-from aircc.ops.device import COPY_OPS, DOMAIN
 
 from aircc.executor.device.compute_units import stream_priority
 
 from .control_flow import check_control_nodes
+from .dynamic_plan import DeviceContext, DynamicPlan
+from .engine import DynamicRunStats
 from .feeds import check_feeds, select_outputs
 from .host_values import feed_type
 from .host_pipeline import RunState
 from .host_runners import run_pipelined, run_sequential
-from .resolved import resolve_op
-from .replay import Replay, Replays
+from .replay import ReplayCache, record, recordable
 from .tiling_cache import TilingCache
 
 
@@ -57,77 +57,92 @@ def runtime_core_number_of(option: int | None) -> int:
     return value
 
 
-class DynamicModel(Replays):
-    """A loaded dynamic model bound to one device."""
+@dataclass
+class Counters:
+    """What a dynamic model's runs add up."""
+
+    runs: int = 0
+    replays: int = 0
+    host_seconds: float = 0.0
+    replay_host_seconds: float = 0.0
+    host_op_seconds: dict[str, float] = field(default_factory=dict)
+    host_op_counts: dict[str, int] = field(default_factory=dict)
+    d2h_syncs: int = 0
+    last_run_seconds: float = 0.0
+
+    def add_run(self, state: RunState) -> None:
+        """A run through the host kernels."""
+        self.runs += 1
+        self.host_seconds += state.host_seconds
+        for op, secs in state.op_seconds.items():
+            self.host_op_seconds[op] = self.host_op_seconds.get(op, 0.0) + secs
+            self.host_op_counts[op] = self.host_op_counts.get(op, 0) + state.op_counts[op]
+        self.d2h_syncs += state.d2h_syncs
+
+    def add_replay(self, host_seconds: float) -> None:
+        self.runs += 1
+        self.replays += 1
+        self.host_seconds += host_seconds
+        self.replay_host_seconds += host_seconds
+
+
+class DynamicModel:
+    """A loaded dynamic model bound to one device: its :class:`DynamicPlan` and the
+    :class:`DeviceContext` its runs use."""
 
     def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
                  backend: KernelBackend, target: Target, *, runtime_core_number: int | None = None,
                  replay: bool = True, priority: int = 0):
         self.om, self.device = om, device
-        self.backend, self.target = backend, target
         self.description = contract.model
         self.name = contract.model.name
         self.inputs, self.outputs = list(contract.model.inputs), list(contract.model.outputs)
-        eg = contract.exec_graph
-        self.exec_graph = eg
-        self.nodes = eg.nodes
-        self.kernels = eg.kernels
+        check_control_nodes(contract.exec_graph, om.weights)
+        self.plan = plan = DynamicPlan.build(contract, om.weights, backend, target)
         self.core_number = runtime_core_number_of(runtime_core_number)
-        check_control_nodes(eg, om.weights)
-        self.ops = [None if n.domain == DOMAIN and n.op in COPY_OPS
-                    else resolve_op(backend, n.op, n.version, n.domain, n.name, n.impl, n.attrs)
-                    for n in self.nodes]
-        self.caches = [TilingCache() for _ in self.nodes]
-        self.value_inputs = [set(o.definition.value_inputs) if o else set() for o in self.ops]
-        self.host_values = dict(om.weights)            # constants, readable on the host
-        self._weights_base = None
-        self.streams: list = []
-        self._replays: "OrderedDict[tuple, Replay]" = OrderedDict()
-        self.prepared = PreparedConstants(device.memory, f"model '{self.name}'")
-        """What kernels derive from the weights (``prepare``), shared by every shape's run."""
-        self.allocator: CachingAllocator = device.caching_allocator
+        self.record_replays = replay and not plan.has_control
+        self._weights_base: int | None = None
+        self.replays = ReplayCache()
         self._state: RunState | None = None
         self._in_flight: tuple[DeviceProgram, Run, int] | None = None
         self._recover_lock = threading.Lock()
+        eg = plan.exec_graph
+        self.ctx = ctx = DeviceContext(
+            device, streams=[], events=[], device_weights={},
+            prepared=PreparedConstants(device.memory, f"model '{self.name}'"),
+            allocator=device.caching_allocator, caches=[TilingCache() for _ in plan.nodes])
         try:
             self._allocate_weights()
-            self.streams = [device.create_stream(stream_priority(priority, eg.priorities, i))
-                            for i in range(max(1, eg.streams))]
+            ctx.streams = [device.create_stream(stream_priority(priority, eg.priorities, i))
+                           for i in range(max(1, eg.streams))]
         except BaseException:
             self.close()
             raise
-        self.events = device.create_events(eg.events)
-        self.event_counts = [0] * len(self.events)
+        ctx.events = device.create_events(eg.events)
+        ctx.event_counts = [0] * len(ctx.events)
+        ctx.bind_users(plan)
         self.generation = 0
         self.profiler = None
         """A :class:`~.profiling.Profiler` recording every run, or None."""
-        self.users = self._users()
-        has_control = any(k.kind is HostKernelKind.CONTROL for k in self.kernels)
-        self.replay = replay and not has_control
-        #: reshapes run as views of their input's block (not with control flow, whose
-        #: bodies rebind values per iteration)
-        self.alias_reshapes = not has_control
-        self.launch_position = {}
-        for pos, kern in enumerate(self.kernels):
-            if kern.kind in (HostKernelKind.LAUNCH, HostKernelKind.MEMCPY_H2D):
-                for v in self.nodes[kern.node].outputs:
-                    self.launch_position[v] = pos
         self.last_host_seconds = 0.0
-        self.stats = {"runs": 0, "replays": 0, "host_seconds": 0.0, "replay_host_seconds": 0.0,
-                      "launches": 0, "host_op_seconds": {},
-                      "host_op_counts": {},
-                      "d2h_syncs": 0, "host_ops": eg.host_ops}
+        self.counters = Counters()
 
-    def _users(self) -> dict[str, list]:
-        """Per device value: the streams whose kernels use it (a block is free for another
-        stream only after each of them got that far)."""
-        users: dict[str, set[int]] = {}
-        for n in self.nodes:
-            if n.placement is Placement.DEVICE and n.stream is not None:
-                for v in [*n.inputs, *n.outputs]:
-                    if v:
-                        users.setdefault(v, set()).add(n.stream)
-        return {v: [self.streams[s] for s in sorted(ss)] for v, ss in users.items()}
+    @property
+    def streams(self) -> list:
+        return self.ctx.streams
+
+    @property
+    def events(self) -> list:
+        return self.ctx.events
+
+    @property
+    def device_weights(self) -> dict[str, np.ndarray]:
+        """Each weight's view in device memory."""
+        return self.ctx.device_weights
+
+    @property
+    def prepared(self) -> PreparedConstants:
+        return self.ctx.prepared
 
     # ------------------------------------------------------------ load
     def _allocate_weights(self) -> None:
@@ -136,18 +151,17 @@ class DynamicModel(Replays):
             offsets[name] = end
             end += (arr.nbytes + WEIGHT_ALIGN - 1) // WEIGHT_ALIGN * WEIGHT_ALIGN
         self._weights_base = self.device.memory.malloc(max(end, 1), f"weights of model '{self.name}'")
-        self.device_weights = {}
-        for w, arr in self.om.weights.items():
-            self.device_weights[w] = self.device.memory.view(self._weights_base + offsets[w],
-                                                             arr.dtype, arr.shape)
+        self.ctx.device_weights = {
+            w: self.device.memory.view(self._weights_base + offsets[w], arr.dtype, arr.shape)
+            for w, arr in self.om.weights.items()}
         self.write_weights()
 
     def write_weights(self) -> None:
         """Copy the weights to the device (at load, and again after the device lost its
         memory contents), and make again what kernels derive from them."""
         for w, arr in self.om.weights.items():
-            np.copyto(self.device_weights[w], arr)
-        self.prepared.refill()
+            np.copyto(self.ctx.device_weights[w], arr)
+        self.ctx.prepared.refill()
         self.epoch = self.device.epoch
 
     restore = write_weights
@@ -162,17 +176,18 @@ class DynamicModel(Replays):
         bind_symbols(self.inputs, ordered)
         plain = all(type(a) is np.ndarray for a in ordered)    # no sequence, no optional
         key = tuple((a.shape, a.dtype.str) for a in ordered) if plain else None
-        plan = faults.for_run(self.name, run_index, self.device.id)
-        if key in self._replays:
-            return select_outputs(self._run_replay(key, ordered, t0, timeout, plan), output_names)
+        planned = faults.for_run(self.name, run_index, self.device.id)
+        if key in self.replays:
+            return select_outputs(self._run_replay(key, ordered, t0, timeout, planned), output_names)
         self.generation += 1
-        for e, ev in enumerate(self.events):      # replays advanced the events on the device
-            self.event_counts[e] = max(self.event_counts[e], ev.generation)
-        capture = self.replay and plain
+        ctx = self.ctx
+        for e, ev in enumerate(ctx.events):      # replays advanced the events on the device
+            ctx.event_counts[e] = max(ctx.event_counts[e], ev.generation)
+        capture = self.record_replays and plain
         private = CachingAllocator(self.device.memory, same_stream_only=True) if capture else None
-        state = RunState(self, self.generation, private, capture)
+        state = RunState(self.plan, ctx, self.generation, private, capture)
         state.set_timeout(timeout)
-        state.faults = plan
+        state.faults = planned
         for spec, arr in zip(self.inputs, ordered):
             state.host[spec.name] = arr
             state.types[spec.name] = TensorType.of(arr) if type(arr) is np.ndarray \
@@ -192,24 +207,19 @@ class DynamicModel(Replays):
             stuck = self._drain(state)
             self._state = None
             if stuck:
-                self.recover_stuck(stuck, state, private)
+                self._recover_stuck(stuck, state, private)
             else:
                 state.release()
             if state.profiler is not None:
                 state.profiler.run_span(t0, time.perf_counter(), "dynamic")
-        self.stats["runs"] += 1
-        self.stats["host_seconds"] += state.host_seconds
+        self.counters.add_run(state)
         self.last_host_seconds = state.host_seconds
-        for op, secs in state.op_seconds.items():
-            self.stats["host_op_seconds"][op] = self.stats["host_op_seconds"].get(op, 0.0) + secs
-            self.stats["host_op_counts"][op] = self.stats["host_op_counts"].get(op, 0) + state.op_counts[op]
-        self.stats["d2h_syncs"] += state.d2h_syncs
-        self.stats["last_run_seconds"] = time.perf_counter() - t0
+        self.counters.last_run_seconds = time.perf_counter() - t0
         if capture and not stuck:
             self._keep_replay(key, state, private)
         if state.error is not None:
             raise state.error
-        out = {o: state.results[o] for o in self.exec_graph.outputs}
+        out = {o: state.results[o] for o in self.plan.exec_graph.outputs}
         return select_outputs(out, output_names)
 
     def _drain(self, state: RunState) -> list[int]:
@@ -223,7 +233,7 @@ class DynamicModel(Replays):
             state.fail(e)
         stuck = []
         grace_ends = time.monotonic() + CANCEL_GRACE      # one grace for all the streams
-        for i, s in enumerate(self.streams):
+        for i, s in enumerate(self.ctx.streams):
             try:
                 s.synchronize(max(0.01, grace_ends - time.monotonic()))
             except StreamSyncTimeoutError:
@@ -231,6 +241,67 @@ class DynamicModel(Replays):
         if stuck and not any(r.kind == "timeout" for r in self.device.faults[-1:]):
             self.device.note_fault("timeout", f"{self.name}: streams {stuck}")
         return stuck
+
+    # ------------------------------------------------------------ replays
+    def _keep_replay(self, key: tuple, state: RunState, allocator: CachingAllocator) -> None:
+        """Keep the launches of a run as a device program for its input shapes, if every
+        host decision of the run followed from those shapes (:func:`.replay.recordable`)."""
+        if recordable(state):
+            self.replays.keep(key, record(state, self.plan, self.ctx, allocator))
+            return
+        for s in self.ctx.streams:      # the frees of the run record events: let them run
+            s.synchronize()
+        allocator.release_cached()
+        if isinstance(state.error, DeviceOutOfMemoryError):
+            self.drop_replays()     # give their memory back before the next try
+
+    def drop_replays(self) -> None:
+        """Forget every recorded run and return the memory its pool holds."""
+        for s in self.ctx.streams:
+            s.synchronize()
+        for pool in self.replays.forget():
+            pool.release_cached()
+
+    def release_cached(self) -> int:
+        """Give back every cached block (recorded runs' pools, the shared pool's free
+        segments): what an out-of-memory recovery does before it tries again."""
+        released = self.replays.reserved_bytes()
+        self.drop_replays()
+        return released + self.ctx.allocator.release_cached()
+
+    def _run_replay(self, key: tuple, ordered: list[np.ndarray], t0: float,
+                    timeout: float | None, planned: dict | None) -> dict[str, np.ndarray]:
+        """One submission of a recorded run; host time counts from ``t0`` (the feed checks)."""
+        rep = self.replays.take(key)
+        results = [None] * len(rep.outputs)     # the device's copies fill the others
+        for binding, value in rep.host_results:
+            results[binding] = value.copy()
+        t1 = time.thread_time()
+        device, program = self.device, rep.program
+        prof = program.profile = self.profiler
+        if prof is not None:
+            start = time.perf_counter()
+        run = device.submit(program, ordered, results, planned)
+        self._in_flight = (program, run, run.execution)
+        submit_seconds = time.thread_time() - t1
+        if prof is not None:
+            prof.host_span("submit (replay)", "host", start, time.perf_counter())
+        try:
+            lost = device.faulted()      # before we could hear it: stop the run ourselves
+            if lost is not None:
+                self.cancel(lost)
+            device.finish(program, run, timeout)
+        finally:
+            self._in_flight = None
+            if run.abandoned and run.stuck():
+                self._recover_stuck(run.stuck())
+            if prof is not None:
+                prof.run_span(start, time.perf_counter(), "dynamic replay")
+        t2 = time.thread_time()
+        out = {name: r for (name, _), r in zip(rep.outputs, results)}
+        self.last_host_seconds = (t1 - t0) + submit_seconds + (time.thread_time() - t2)
+        self.counters.add_replay(self.last_host_seconds)
+        return out
 
     # ------------------------------------------------------------ faults
     def cancel(self, error: BaseException, wait: bool = True) -> None:
@@ -247,82 +318,73 @@ class DynamicModel(Replays):
                     and not run.wait_done(CANCEL_GRACE):
                 self.device.abandon(program, run, error)
 
-    def recover_stuck(self, stuck: list[int], state: RunState | None = None,
-                      private: CachingAllocator | None = None) -> None:
+    def _recover_stuck(self, stuck: list[int], state: RunState | None = None,
+                       private: CachingAllocator | None = None) -> None:
         """New streams in place of the ``stuck`` ones; what their kernels may still write
         (the run's blocks, every recorded run's pool) comes back when they return."""
         with self._recover_lock:
             if state is not None:
                 state.release()       # frees record events on the stuck streams, behind their task
-            pools = [r.allocator for r in self._replays.values()]
+            pools = self.replays.forget()
             if private is not None:
                 pools.append(private)
-            self._replays.clear()
             nbytes = sum(p.stats()["reserved_bytes"] for p in pools)
-            shared = self.allocator
+            shared = self.ctx.allocator
 
             def release() -> None:      # the stuck kernels returned: their blocks are free now
                 for p in pools:
                     p.release_cached()
                 shared.release_cached()
-            self.device.replace_streams(self.streams, stuck, release=release, nbytes=nbytes)
-            self.users = self._users()
+            self.device.replace_streams(self.ctx.streams, stuck, release=release, nbytes=nbytes)
+            self.ctx.bind_users(self.plan)
 
     # ------------------------------------------------------------ statistics
-    def run_stats(self) -> dict:
+    def run_stats(self) -> DynamicRunStats:
         """Tiling cache, host time per op, host ops and allocator peaks."""
-        hits = sum(c.hits for c in self.caches)
-        misses = sum(c.misses for c in self.caches)
-        per_op = {op: round(1e6 * secs / self.stats["host_op_counts"][op], 2)
-                  for op, secs in sorted(self.stats["host_op_seconds"].items())}
-        alloc = self.allocator.stats()
-        pools = [r.allocator.stats() for r in self._replays.values()]
-        return {
-            "mode": "dynamic",
-            "runs": self.stats["runs"],
-            "runtime_core_number": self.core_number,
-            "tiling_cache_hits": hits,
-            "tiling_cache_misses": misses,
-            "tiling_cache_hit_rate": hits / (hits + misses) if hits + misses else 0.0,
-            "host_ops": self.stats["host_ops"],
-            "replays": self.stats["replays"],
-            "replay_shapes": len(self._replays),
-            "host_seconds_per_run": self.stats["host_seconds"] / max(1, self.stats["runs"]),
-            "host_kernel_runs": self.stats["runs"] - self.stats["replays"],
-            "host_seconds_per_host_kernel_run":
-                (self.stats["host_seconds"] - self.stats["replay_host_seconds"])
-                / max(1, self.stats["runs"] - self.stats["replays"]),
-            "host_seconds_per_replay": self.stats["replay_host_seconds"] / max(1, self.stats["replays"]),
-            "launches": self.stats["launches"],
-            "host_submissions": self.stats["launches"] + self.stats["replays"],
-            "host_us_per_op": per_op,
-            "d2h_syncs": self.stats["d2h_syncs"],
+        c, caches = self.counters, self.ctx.caches
+        hits = sum(t.hits for t in caches)
+        misses = sum(t.misses for t in caches)
+        alloc = self.ctx.allocator.stats()
+        pools = [p.stats() for p in self.replays.pools()]
+        return DynamicRunStats(
+            mode="dynamic", runs=c.runs, runtime_core_number=self.core_number,
+            tiling_cache_hits=hits, tiling_cache_misses=misses,
+            tiling_cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
+            host_ops=self.plan.exec_graph.host_ops, replays=c.replays,
+            replay_shapes=len(self.replays),
+            host_seconds_per_run=c.host_seconds / max(1, c.runs),
+            host_kernel_runs=c.runs - c.replays,
+            host_seconds_per_host_kernel_run=(c.host_seconds - c.replay_host_seconds)
+            / max(1, c.runs - c.replays),
+            host_seconds_per_replay=c.replay_host_seconds / max(1, c.replays),
+            launches=self.ctx.launches, host_submissions=self.ctx.launches + c.replays,
+            host_us_per_op={op: round(1e6 * secs / c.host_op_counts[op], 2)
+                            for op, secs in sorted(c.host_op_seconds.items())},
+            d2h_syncs=c.d2h_syncs,
             # the shared pool, and the pools that recorded launches keep for their shapes
-            "peak_allocated_bytes": max([alloc["peak_allocated_bytes"]]
-                                        + [p["peak_allocated_bytes"] for p in pools]),
-            "peak_reserved_bytes": alloc["peak_reserved_bytes"] + sum(p["reserved_bytes"] for p in pools),
-            "allocator": alloc,
-            "prepared_bytes": self.prepared.nbytes,
-        }
+            peak_allocated_bytes=max([alloc["peak_allocated_bytes"]]
+                                     + [p["peak_allocated_bytes"] for p in pools]),
+            peak_reserved_bytes=alloc["peak_reserved_bytes"] + sum(p["reserved_bytes"] for p in pools),
+            allocator=alloc, prepared_bytes=self.ctx.prepared.nbytes)
 
     def close(self) -> None:
         """Destroy the streams and free the model's memory and cached blocks; a stream still
         inside a task keeps all of it in quarantine until the task returns."""
-        pools = [r.allocator for r in self._replays.values()]
-        self._replays.clear()
-        busy = [s for s in self.streams if not s.close(timeout=CANCEL_GRACE)]
-        for s in self.streams:
+        ctx = self.ctx
+        pools = self.replays.forget()
+        busy = [s for s in ctx.streams if not s.close(timeout=CANCEL_GRACE)]
+        for s in ctx.streams:
             self.device.destroy_stream(s)
-        self.streams = []
+        ctx.streams = []
 
         def release() -> None:
             for p in pools:
                 p.release_cached()
-            self.prepared.release()
+            ctx.prepared.release()
             if self._weights_base is not None:
                 self.device.memory.free(self._weights_base)
                 self._weights_base = None
-            self.allocator.release_cached()
+            ctx.allocator.release_cached()
         if busy:
             self.device.quarantine(busy, release, sum(p.stats()["reserved_bytes"] for p in pools))
         else:

@@ -24,20 +24,20 @@ class LaunchStage:
         k = kernel.node
         if k in self.aliased:
             return                      # a view of its input: nothing to run
-        node, op = self.m.nodes[k], self.m.ops[k]
-        vi = self.m.value_inputs[k]
+        node, op = self.plan.nodes[k], self.plan.ops[k]
+        vi = self.plan.value_inputs[k]
         ins = [None if not i else self.host_value(i) if j in vi else self.value(i)
                for j, i in enumerate(node.inputs)]
         outs = [self.views[o] if o else None for o in node.outputs]
         ws = self.views.pop(f"#ws{k}", None)
         constant = None
         if self.capture is not None:     # kept for replays: bound once (the kernel's prepare)
-            weights = self.m.om.weights
+            weights = self.plan.host_values
             constant = [bool(i) and i in weights for i in node.inputs]
-        call = self.m.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
-                                         self.tilings[k], ws, constant, self.m.prepared)
+        call = self.ctx.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
+                                         self.tilings[k], ws, constant, self.ctx.prepared)
         call.outputs = outs               # what an injected ``corrupt`` fault perturbs
-        stream = self.m.streams[kernel.stream]
+        stream = self.ctx.streams[kernel.stream]
         launched = call if self.faults is None else self._with_fault(node.name, call, outs)
 
         def task(state=self):
@@ -65,13 +65,13 @@ class LaunchStage:
 
     def _submit(self, index: int, task, desc: dict | None, event_key: tuple | None = None) -> None:
         """Queue ``task`` on the model's stream ``index`` (timed into the profile, if any)."""
-        stream = self.m.streams[index]
-        self.m.stats["launches"] += 1         # one host submission each (replays: one in all)
-        self.m.device.stats["host_submissions"] += 1
+        stream = self.ctx.streams[index]
+        self.ctx.launches += 1         # one host submission each (replays: one in all)
+        self.ctx.device.stats["host_submissions"] += 1
         prof = self.profiler
         if prof is not None and desc is not None:
-            prof.name_stream(self.m.device.id, stream.id, f"{self.m.name} stream {index}")
-            task = prof.timed(self.m.device.id, stream.id, desc, task, event_key)
+            prof.name_stream(self.ctx.device.id, stream.id, f"{self.plan.name} stream {index}")
+            task = prof.timed(self.ctx.device.id, stream.id, desc, task, event_key)
         stream.submit(task)
 
     def _with_fault(self, node: str, call, outs: list):
@@ -81,7 +81,7 @@ class LaunchStage:
         fault = pick(self.faults, node)
         if fault is None or fault.kind is FaultKind.OOM:
             return call
-        fire = self.m.device.fire
+        fire = self.ctx.device.fire
 
         def faulty(_run=None):
             corrupt = fire(fault, node)
@@ -91,7 +91,7 @@ class LaunchStage:
         return faulty
 
     def memcpy_h2d(self, kernel: HostKernel, position: int | None = None) -> None:
-        node = self.m.nodes[kernel.node]
+        node = self.plan.nodes[kernel.node]
         src = self.host[node.inputs[0]]
         dst = self.views[node.outputs[0]]
         self._submit(kernel.stream, lambda: self.cancelled or np.copyto(dst, src),
@@ -103,10 +103,10 @@ class LaunchStage:
             self.capture.append((kernel.stream, copy, {"kind": "memcpy_h2d"}))
 
     def memcpy_d2h(self, kernel: HostKernel, position: int | None = None) -> None:
-        node = self.m.nodes[kernel.node]
+        node = self.plan.nodes[kernel.node]
         name = node.inputs[0]
         binding = node.attrs["binding"]
-        out_name = self.m.exec_graph.outputs[binding]
+        out_name = self.plan.exec_graph.outputs[binding]
         t = self.types[name]
         if kernel.stream is None or name not in self.views:
             self.results[out_name] = host_result(self.value(name))
@@ -125,8 +125,8 @@ class LaunchStage:
 
     def event_record(self, kernel: HostKernel, position: int | None = None) -> None:
         e = kernel.event
-        self.m.event_counts[e] += 1           # the host numbers every record it submits
-        ev, gen = self.m.events[e], self.m.event_counts[e]
+        self.ctx.event_counts[e] += 1           # the host numbers every record it submits
+        ev, gen = self.ctx.events[e], self.ctx.event_counts[e]
         self._submit(kernel.stream, Signal(lambda: ev.record(gen)),
                      {"kind": "event_record", "event": e}, (e, gen))
         if self.capture is not None:
@@ -135,7 +135,7 @@ class LaunchStage:
 
     def event_wait(self, kernel: HostKernel, position: int | None = None) -> None:
         e = kernel.event
-        ev, gen = self.m.events[e], self.m.event_counts[e]   # waits for the latest record
+        ev, gen = self.ctx.events[e], self.ctx.event_counts[e]   # waits for the latest record
         self._submit(kernel.stream, lambda: ev.wait(gen, lambda: self.cancelled),
                      {"kind": "event_wait", "event": e}, (e, gen))
         if self.capture is not None:

@@ -27,8 +27,10 @@ from aircc.ops import InferContext, TensorType, Trait, layout
 from aircc.ops.device import DOMAIN, MEMCPY_H2D
 from aircc.ops.fallback import value_type
 
+from ..device.caching_allocator import CachingAllocator
 from ..device.stream import Signal
 from .control_flow import run_control
+from .dynamic_plan import DeviceContext, DynamicPlan
 from .host_launch import LaunchStage
 from .host_values import passes_host_value
 from .tiling_cache import tiling_key
@@ -38,12 +40,15 @@ MIN_WAIT = 0.01
 
 
 class RunState(LaunchStage):
-    """Everything one run knows: types, host values, device blocks, results."""
+    """Everything one run knows: types, host values, device blocks, results.  It reads
+    the model's plan and the device context it runs in, and holds no reference to the
+    model."""
 
-    def __init__(self, model, generation: int, allocator=None, capture: bool = False):
-        self.m = model
+    def __init__(self, plan: DynamicPlan, ctx: DeviceContext, generation: int,
+                 allocator: CachingAllocator | None = None, capture: bool = False):
+        self.plan, self.ctx = plan, ctx
         self.generation = generation
-        self.pool = allocator or model.allocator
+        self.pool = allocator or ctx.allocator
         self.capture: list | None = [] if capture else None
         """Recorded device tasks (stream, task(run), description), for replay."""
         self.host_results: list[tuple[int, np.ndarray]] = []
@@ -88,7 +93,7 @@ class RunState(LaunchStage):
         interrupted meanwhile (:meth:`interrupt`: its device faulted, its model closed)
         stops waiting at once (StreamSyncTimeoutError: the caller sees which streams are
         stuck)."""
-        for i, s in enumerate(self.m.streams):
+        for i, s in enumerate(self.ctx.streams):
             if s.retired:
                 try:
                     s.synchronize(max(MIN_WAIT, self.deadline - time.monotonic()))
@@ -100,18 +105,18 @@ class RunState(LaunchStage):
                 s.submit(Signal(done.set))
                 done.wait(max(MIN_WAIT, self.deadline - time.monotonic()))
             if self.interrupted:
-                raise StreamSyncTimeoutError(f"model '{self.m.name}': the run was stopped")
+                raise StreamSyncTimeoutError(f"model '{self.plan.name}': the run was stopped")
             if not done.is_set():
                 raise self.timed_out(i)
 
     def timed_out(self, stream: int) -> RunTimeoutError:
         """The error of this run passing its deadline while ``stream`` was busy (or another
         stream, inside a kernel, that ``stream`` waits for)."""
-        streams = self.m.streams
+        streams = self.ctx.streams
         in_kernel = [i for i, s in enumerate(streams) if getattr(s.running, "node", None)]
         stream = in_kernel[0] if in_kernel else stream
         where = f"stream {stream}, {describe_task(streams[stream].running)}"
-        return RunTimeoutError(f"model '{self.m.name}': the run passed its deadline of "
+        return RunTimeoutError(f"model '{self.plan.name}': the run passed its deadline of "
                                f"{self.timeout:g} s in {where}", stream=stream, task=where)
 
     # ------------------------------------------------------------ helpers
@@ -120,7 +125,7 @@ class RunState(LaunchStage):
             if self.error is None:
                 self.error = error
             self.cancelled = True
-        for e in self.m.events:
+        for e in self.ctx.events:
             e.cancel()
 
     def interrupt(self, error: BaseException) -> None:
@@ -133,17 +138,17 @@ class RunState(LaunchStage):
         """A value's data for a kernel: device view, else device weight, else host array."""
         if name in self.views:
             return self.views[name]
-        if name in self.m.device_weights:
-            return self.m.device_weights[name]
+        if name in self.ctx.device_weights:
+            return self.ctx.device_weights[name]
         return self.host[name]
 
     def host_value(self, name: str) -> np.ndarray | None:
         """A value's data on the host; a device value costs a wait and a device-to-host copy."""
         if name in self.host:
             return self.host[name]
-        if name in self.m.host_values:
-            return self.m.host_values[name]
-        producer = self.m.launch_position.get(name)
+        if name in self.plan.host_values:
+            return self.plan.host_values[name]
+        producer = self.plan.launch_position.get(name)
         if producer is None and name not in self.views:
             return None
         with self._launched_cond:
@@ -156,9 +161,9 @@ class RunState(LaunchStage):
         return np.array(self.views[name])
 
     def _context(self, k: int, host_op: bool) -> InferContext:
-        node = self.m.nodes[k]
-        vi = self.m.value_inputs[k]
-        shape_only = self.m.ops[k] is not None and self.m.ops[k].definition.has(Trait.SHAPE_ONLY)
+        node = self.plan.nodes[k]
+        vi = self.plan.value_inputs[k]
+        shape_only = self.plan.ops[k] is not None and self.plan.ops[k].definition.has(Trait.SHAPE_ONLY)
         values = [None if not i or shape_only
                   else self.host_value(i) if (j in vi or host_op) else None
                   for j, i in enumerate(node.inputs)]
@@ -168,11 +173,11 @@ class RunState(LaunchStage):
     # ------------------------------------------------------------ host kernels
     def infer_shape(self, kernel: HostKernel, position: int | None = None) -> None:
         k = kernel.node
-        node = self.m.nodes[k]
+        node = self.plan.nodes[k]
         if node.op == MEMCPY_H2D and node.domain == DOMAIN:
             self.types[node.outputs[0]] = self.types[node.inputs[0]]
             return
-        out = layout.infer(self.m.ops[k].definition, self._context(k, False))
+        out = layout.infer(self.plan.ops[k].definition, self._context(k, False))
         for name, t in zip(node.outputs, out):
             if name:
                 if not t.is_static:
@@ -183,16 +188,16 @@ class RunState(LaunchStage):
 
     def tiling(self, kernel: HostKernel, position: int | None = None) -> None:
         k = kernel.node
-        node, impl = self.m.nodes[k], self.m.ops[k].impl
+        node, impl = self.plan.nodes[k], self.plan.ops[k].impl
         types = [self.types.get(i) if i else None for i in node.inputs]
-        vi = self.m.value_inputs[k]
+        vi = self.plan.value_inputs[k]
         values = [self.host.get(i) if j in vi and i else None for j, i in enumerate(node.inputs)]
-        self.tilings[k] = self.m.caches[k].get(
-            tiling_key(types, values), lambda: impl.tile(types, node.attrs, self.m.target))
+        self.tilings[k] = self.ctx.caches[k].get(
+            tiling_key(types, values), lambda: impl.tile(types, node.attrs, self.plan.target))
 
     def host_compute(self, kernel: HostKernel, position: int | None = None) -> None:
         k = kernel.node
-        node, op = self.m.nodes[k], self.m.ops[k]
+        node, op = self.plan.nodes[k], self.plan.ops[k]
         ctx = self._context(k, True)
         if op.definition.has(Trait.SHAPE_ONLY):
             ctx.values[0] = shape_only(self.types[node.inputs[0]])
@@ -208,7 +213,7 @@ class RunState(LaunchStage):
             return
         out_types = layout.infer(op.definition, ctx)
         outs = [np.empty(t.shape, t.dtype) for t in out_types]
-        tiling = op.impl.tile(ctx.types, node.attrs, self.m.target)
+        tiling = op.impl.tile(ctx.types, node.attrs, self.plan.target)
         ws = np.empty(tiling["workspace"], np.uint8) if tiling.get("workspace") else None
         op.impl.kernel(ctx.values, outs, node.attrs, tiling, ws)
         for name, t, arr in zip(node.outputs, out_types, outs):
@@ -217,9 +222,9 @@ class RunState(LaunchStage):
 
     def _alias(self, k: int, name: str) -> bool:
         """A reshape's output as a view of its input's block (shared, counted): True if so."""
-        node, op = self.m.nodes[k], self.m.ops[k]
+        node, op = self.plan.nodes[k], self.plan.ops[k]
         src = node.inputs[0] if node.inputs else ""
-        if op is None or not op.definition.has(Trait.VIEW) or not self.m.alias_reshapes \
+        if op is None or not op.definition.has(Trait.VIEW) or self.plan.has_control \
                 or src not in self.blocks or not op.impl.native or node.outputs != [name]:
             return False
         view, t = self.views[src], self.types[name]
@@ -235,7 +240,7 @@ class RunState(LaunchStage):
 
     def _free_block(self, name: str, block) -> None:
         """Give ``name``'s block back, unless another name (an alias) still holds it."""
-        users = self.m.users.get(name, ())
+        users = self.ctx.users.get(name, ())
         holders = self._shared.get(id(block))
         if holders is not None:
             holders[0].discard(name)
@@ -248,11 +253,11 @@ class RunState(LaunchStage):
 
     def alloc(self, kernel: HostKernel, position: int | None = None) -> None:
         k = kernel.node
-        stream = self.m.streams[kernel.stream]
+        stream = self.ctx.streams[kernel.stream]
         if self.faults is not None:
-            fault = pick(self.faults, self.m.nodes[k].name)
+            fault = pick(self.faults, self.plan.nodes[k].name)
             if fault is not None and fault.kind is FaultKind.OOM:
-                self.m.device.fire(fault, self.m.nodes[k].name,
+                self.ctx.device.fire(fault, self.plan.nodes[k].name,
                                    sum(self.types[v].nbytes for v in kernel.values))
         for name in kernel.values:
             if self._alias(k, name):
@@ -263,7 +268,7 @@ class RunState(LaunchStage):
             self.views[name] = self.pool.view(block, t.dtype, t.shape)
         ws = self.tilings.get(k, {}).get("workspace", 0)
         if ws:
-            block = self.pool.malloc(ws, stream, f"workspace of '{self.m.nodes[k].name}'")
+            block = self.pool.malloc(ws, stream, f"workspace of '{self.plan.nodes[k].name}'")
             self.workspaces[k] = block
             self.views[f"#ws{k}"] = self.pool.view(block, np.uint8, (ws,))
 
@@ -304,14 +309,14 @@ class RunState(LaunchStage):
             raise self._named(kernel, e) from e
         dt = time.perf_counter() - t
         if self.profiler is not None:
-            node = self.m.nodes[kernel.node] if kernel.node is not None else None
+            node = self.plan.nodes[kernel.node] if kernel.node is not None else None
             self.profiler.host_span(f"{kernel.kind.value} {node.name if node else ''}".strip(),
                                     "host", t, t + dt, op=node.op if node else None)
         if kernel.kind is HostKernelKind.CONTROL:
             return      # its bodies' kernels account for themselves
         self.host_seconds += dt
         if kernel.node is not None:
-            op = self.m.nodes[kernel.node].op
+            op = self.plan.nodes[kernel.node].op
             self.op_seconds[op] = self.op_seconds.get(op, 0.0) + dt
             if kernel.kind in COUNTED:
                 self.op_counts[op] = self.op_counts.get(op, 0) + 1
@@ -319,7 +324,7 @@ class RunState(LaunchStage):
     def _named(self, kernel: HostKernel, e: Exception) -> AirccError:
         """``e``, raised by ``kernel`` itself, as an aircc error naming its node and op:
         ShapeInferenceError from InferShape, else KernelError."""
-        node = self.m.nodes[kernel.node] if kernel.node is not None else None
+        node = self.plan.nodes[kernel.node] if kernel.node is not None else None
         name, op = (node.name, node.op) if node is not None else (kernel.kind.value, "-")
         if kernel.kind is HostKernelKind.INFER_SHAPE:
             return ShapeInferenceError(f"node '{name}' ({op}): run-time shape inference failed: "

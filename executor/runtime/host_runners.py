@@ -20,7 +20,7 @@ _DONE = object()
 
 def run_sequential(state: RunState) -> None:
     """All host kernels in order, in the calling thread."""
-    for position, kernel in enumerate(state.m.kernels):
+    for position, kernel in enumerate(state.plan.kernels):
         if state.cancelled:
             break
         try:
@@ -59,7 +59,7 @@ def run_pipelined(state: RunState) -> None:
     launch = threading.Thread(target=stage, args=(HostStage.LAUNCH, q_launch, None), daemon=True)
     memory.start()
     launch.start()
-    for position, kernel in enumerate(state.m.kernels):   # the normal stage is this thread
+    for position, kernel in enumerate(state.plan.kernels):   # the normal stage is this thread
         if not state.cancelled and STAGE_OF[kernel.kind] is HostStage.NORMAL:
             try:
                 state.execute(position, kernel)

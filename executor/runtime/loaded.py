@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 from typing import Callable
 
 from aircc.config import settings
@@ -35,6 +36,7 @@ from aircc.executor.device.stream import in_device_worker
 from aircc.formats.model_section import IOSpec
 from aircc.log import get as get_log
 
+from .engine import Engine, RunStats
 from .profiling import Profiler
 from .recovery import RecoveryPolicy, RunDeadline, default_policy
 
@@ -46,7 +48,7 @@ class LoadedModel:
     """A model loaded on a device (see the module doc).  ``with aircc.load(path) as m:``
     closes it when the block ends, also on an error."""
 
-    def __init__(self, make: Callable[[VirtualDevice], object], device: VirtualDevice, *,
+    def __init__(self, make: Callable[[VirtualDevice], Engine], device: VirtualDevice, *,
                  timeout: float | None = None, recovery: RecoveryPolicy | None = None,
                  name: str = ""):
         self._label = name or "model"
@@ -74,7 +76,7 @@ class LoadedModel:
     def timeout(self, value: float | None) -> None:
         self._timeout = settings().run_timeout if value is None else _seconds(value)
 
-    def _load(self, make: Callable[[VirtualDevice], object], device: VirtualDevice):
+    def _load(self, make: Callable[[VirtualDevice], Engine], device: VirtualDevice) -> Engine:
         """``make(device)``; on out of memory, the policy may release cached blocks first."""
         try:
             return make(device)
@@ -97,14 +99,14 @@ class LoadedModel:
         raised by that kernel itself."""
         if new is not DeviceState.FAULT or in_device_worker():
             return
-        engine = self.__dict__.get("_engine")
+        engine = getattr(self, "_engine", None)
         if engine is not None and engine.device is device:
             engine.cancel(DeviceLostError(f"device {device.id} faulted during the run "
                                           f"({reason})"))
 
     # ------------------------------------------------------------ what it is
     @property
-    def engine(self):
+    def engine(self) -> Engine:
         """The mode's engine (StaticModel or DynamicModel) the model runs on now."""
         return self._engine
 
@@ -128,14 +130,22 @@ class LoadedModel:
     def closed(self) -> bool:
         return self._closed
 
-    def run_stats(self) -> dict:
-        return dict(self._engine.run_stats(), recoveries=len(self.recoveries))
+    @property
+    def last_host_seconds(self) -> float:
+        """Host CPU time of the last run: preparing, submitting, collecting (not the wait)."""
+        return self._engine.last_host_seconds
 
-    def __getattr__(self, name: str):
-        # the engine's own statistics and state (last_host_seconds, gears, om, ...)
-        if name.startswith("__") or "_engine" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self._engine, name)
+    def release_cached(self) -> int:
+        """Give back the device memory the model keeps cached (a dynamic model's recorded
+        runs and free blocks), between runs; the bytes given back.  The next run takes what
+        it needs."""
+        with self._lock:
+            return self._engine.release_cached()
+
+    def run_stats(self) -> RunStats:
+        """What the runs so far counted (:class:`~.engine.StaticRunStats` or
+        :class:`~.engine.DynamicRunStats`), and the failed attempts recovery handled."""
+        return replace(self._engine.run_stats(), recoveries=len(self.recoveries))
 
     # ------------------------------------------------------------ run
     def run(self, feeds: dict, output_names: list[str] | None = None,
@@ -265,7 +275,7 @@ class LoadedModel:
         self.recoveries.append({"run": self._runs, "error": type(error).__name__,
                                 "code": getattr(error, "code", None), "message": str(error),
                                 "action": action})
-        engine = self.__dict__.get("_engine")
+        engine = getattr(self, "_engine", None)
         name = engine.name if engine is not None else self._label
         get_log("recovery").warning("model '%s' run %d: %s; %s", name, self._runs, error, action)
 
@@ -323,9 +333,9 @@ class LoadedModel:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
-        engine = self.__dict__.pop("_engine", None)
-        if engine is not None:
-            self.__dict__["_engine"] = _Closed(engine)
+        engine = self._engine
+        if not isinstance(engine, _Closed):
+            self._engine = _Closed(engine)
             engine.close()
 
     def _closed_error(self, why: str = "") -> ModelClosedError:
@@ -348,10 +358,14 @@ class _Closed:
         self.device = engine.device
         self.streams: list = []
         self.profiler = None
+        self.last_host_seconds = engine.last_host_seconds
         self._stats = engine.run_stats()
 
-    def run_stats(self) -> dict:
+    def run_stats(self) -> RunStats:
         return self._stats
+
+    def release_cached(self) -> int:
+        return 0
 
     def close(self) -> None:
         pass

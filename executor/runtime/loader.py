@@ -43,7 +43,7 @@ def load_model(source: str | os.PathLike | bytes | OmFile,
     """
     om = source if isinstance(source, OmFile) else load_om(source)
     contract = om.parsed()
-    target = check_target(contract.model.target.to_payload(), f"model '{contract.model.name}'")
+    target = check_target(contract.model.target, f"model '{contract.model.name}'")
     backend = kernel_backend(target.backend)
     device = resolve_device(device)
     try:

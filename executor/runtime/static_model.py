@@ -12,7 +12,7 @@ A task touches only its own model's regions: every operand is checked against th
 region's size when it is bound (and the reader checked it against the plan).  A run
 whose kernel is stuck past its deadline leaves its activation arena in quarantine:
 the model takes a new arena, binds its tasks to it again and gets new streams in
-place of the stuck ones (:meth:`StaticModel.recover_stuck`).
+place of the stuck ones (:meth:`StaticModel._recover_stuck`).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from aircc.formats.kinds import Region
 from aircc.ops import KernelBackend, Target
 
 from aircc.executor.device.compute_units import stream_priority
+from .engine import StaticRunStats
 from .feeds import check_feeds, exact_feeds, select_outputs
 from .static_tasks import TaskBinder
 
@@ -196,7 +197,7 @@ class StaticModel:
         finally:
             self._in_flight = None
             if run.abandoned:
-                self.recover_stuck(run)
+                self._recover_stuck(run)
             if prof is not None:
                 prof.run_span(start, perf_counter(), "static")
         self.submissions += 1
@@ -215,7 +216,7 @@ class StaticModel:
         if run.fail(error, program.events, execution) and wait and not run.wait_done(CANCEL_GRACE):
             self.device.abandon(program, run, error)
 
-    def recover_stuck(self, run: Run) -> None:
+    def _recover_stuck(self, run: Run) -> None:
         """After ``run`` was abandoned to walks stuck in a kernel: new streams in place of
         theirs, and a new arena, the old one quarantined until they return.  The tasks are
         bound to the new arena now if the device kept its memory, else by the next run
@@ -283,16 +284,14 @@ class StaticModel:
         plan, program = self.programs[gear]
         return plan, program, batch, feeds
 
-    def run_stats(self) -> dict:
+    def run_stats(self) -> StaticRunStats:
         """Host submissions per run, streams, events, memory."""
-        plan = self.plans[-1]
-        return {"mode": "static", "runs": self.runs,
-                "host_submissions": self.submissions,
-                "submissions_per_run": self.submissions / max(1, self.runs),
-                "streams": len(self.streams), "events": len(self.events),
-                "arena_bytes": max(p.memory_plan.arena_bytes for p in self.plans),
-                "weights_bytes": plan.memory_plan.weights_bytes,
-                "prepared_bytes": self.prepared.nbytes, "gears": self.gears}
+        return StaticRunStats(
+            mode="static", runs=self.runs, host_submissions=self.submissions,
+            submissions_per_run=self.submissions / max(1, self.runs),
+            streams=len(self.streams), events=len(self.events), arena_bytes=self.arena_bytes,
+            weights_bytes=self.plans[-1].memory_plan.weights_bytes,
+            prepared_bytes=self.prepared.nbytes, gears=self.gears)
 
     # ---------------------------------------------------------------- unload
     def _release(self) -> None:

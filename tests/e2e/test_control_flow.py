@@ -116,7 +116,7 @@ def test_static_if_model_reports_one_host_submission_per_inference(device):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     for k in range(5):
         m.run({"x": x if k % 2 else -x - 1})
-    assert m.run_stats()["submissions_per_run"] == 1.0 and m.run_stats()["runs"] == 5
+    assert m.run_stats().submissions_per_run == 1.0 and m.run_stats().runs == 5
     m.close()
 
 

@@ -55,9 +55,9 @@ def test_bert_one_om_matches_onnxruntime_at_many_shapes(bert, device, cores):
             feeds = make_inputs(b, s)
             _compare(m.run(feeds), session.run(None, feeds))
         stats = m.run_stats()
-        assert stats["host_ops"] > 10 and stats["d2h_syncs"] == 0   # shape math stayed on the host
-        assert stats["peak_allocated_bytes"] > 0
-        assert stats["peak_reserved_bytes"] >= stats["peak_allocated_bytes"]
+        assert stats.host_ops > 10 and stats.d2h_syncs == 0   # shape math stayed on the host
+        assert stats.peak_allocated_bytes > 0
+        assert stats.peak_reserved_bytes >= stats.peak_allocated_bytes
     finally:
         m.close()
 
@@ -80,7 +80,7 @@ def test_runtime_core_number_comes_from_the_environment(bert, device, aircc_env)
     _, _, _, om = bert
     aircc_env("AIR_RUNTIME_CORE_NUMBER", "1")
     m = aircc.load(om, device=device)
-    assert m.core_number == 1
+    assert m.run_stats().runtime_core_number == 1
     m.close()
     with pytest.raises(ConfigError, match="AIR_RUNTIME_CORE_NUMBER='2': must be 1 \\(sequential\\) or 3"):
         aircc_env("AIR_RUNTIME_CORE_NUMBER", "2")
@@ -93,20 +93,20 @@ def test_tiling_cache_hits_on_repeats_and_a_new_shape_misses_then_hits(bert, dev
         feeds = make_inputs(2, 24)
         m.run(feeds)
         first = m.run_stats()
-        assert first["tiling_cache_misses"] > 0 and first["tiling_cache_hits"] == 0
+        assert first.tiling_cache_misses > 0 and first.tiling_cache_hits == 0
         for _ in range(30):
             m.run(feeds)
         s = m.run_stats()
-        repeat_hits = s["tiling_cache_hits"]
-        assert s["tiling_cache_misses"] == first["tiling_cache_misses"]       # nothing new missed
-        assert s["tiling_cache_hit_rate"] >= 0.95
+        repeat_hits = s.tiling_cache_hits
+        assert s.tiling_cache_misses == first.tiling_cache_misses       # nothing new missed
+        assert s.tiling_cache_hit_rate >= 0.95
         m.run(make_inputs(2, 25))                                           # a new shape misses
         s2 = m.run_stats()
-        assert s2["tiling_cache_misses"] > s["tiling_cache_misses"]
+        assert s2.tiling_cache_misses > s.tiling_cache_misses
         m.run(make_inputs(2, 25))                                           # and then hits
         s3 = m.run_stats()
-        assert s3["tiling_cache_misses"] == s2["tiling_cache_misses"]
-        assert s3["tiling_cache_hits"] > s2["tiling_cache_hits"] > repeat_hits - 1
+        assert s3.tiling_cache_misses == s2.tiling_cache_misses
+        assert s3.tiling_cache_hits > s2.tiling_cache_hits > repeat_hits - 1
     finally:
         m.close()
 
@@ -234,7 +234,7 @@ def test_replay_runs_a_known_shape_with_one_submission_and_the_same_outputs(bert
             other = make_inputs(b, s, seed=99)                 # same shapes, new values
             _compare(m.run(other), session.run(None, other))
         stats = m.run_stats()
-        assert stats["replays"] >= 4 and stats["replay_shapes"] == 2
+        assert stats.replays >= 4 and stats.replay_shapes == 2
         assert m.last_host_seconds < 0.01
     finally:
         m.close(), plain.close()
@@ -246,7 +246,7 @@ def test_models_with_control_flow_do_not_replay(device):
     m = aircc.load(aircc.compile(loop_if_model(), mode="dynamic").om, device=device)
     feeds = {"M": np.array(3, np.int64), "x": np.ones((2, 8), np.float32)}
     m.run(feeds), m.run(feeds)
-    assert m.run_stats()["replays"] == 0          # the host must read the condition each run
+    assert m.run_stats().replays == 0          # the host must read the condition each run
     m.close()
 
 
@@ -312,7 +312,7 @@ def test_a_two_stream_dynamic_model_gives_the_same_numbers_on_every_replay(devic
         for g, w in zip(got.values(), want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
     stats = m.run_stats()
-    assert stats["replays"] == 3 and len(m.engine.streams) >= 2
+    assert stats.replays == 3 and len(m.engine.streams) >= 2
     m.close()
 
 
@@ -365,7 +365,7 @@ def test_reshapes_are_views_of_their_input_block_in_dynamic_mode():
             x = np.random.default_rng(b).standard_normal((b, 6)).astype(np.float32)
             _compare(m.run({"x": x}), session.run(None, {"x": x}), rtol=1e-6, atol=1e-7)
         if replay:
-            launched = [d.get("op") for rep in m._replays.values() for lst in rep.program.lists
+            launched = [d.get("op") for rep in m.engine.replays.recorded() for lst in rep.program.lists
                         for _, d in lst]
             assert "Relu" in launched and "Reshape" not in launched and "Flatten" not in launched
         m.close()

@@ -54,7 +54,7 @@ def test_weights_saved_from_the_device_restore_a_model_to_onnxruntimes_outputs(w
         np.testing.assert_allclose(before, reference, rtol=1e-4, atol=1e-5)
         ck = aircc.Checkpoint({"model": m.name})
         names = ck.add_model(m, prefix="w/")
-        weights = m.om.weights
+        weights = m.engine.om.weights
         assert sorted(names) == sorted(f"w/{n}" for n in model_tensors(m))
         assert all(ck[f"w/{n}"].tobytes() == weights[n].tobytes() for n in model_tensors(m))
         ck.save(tmp_path / "weights.ckpt")

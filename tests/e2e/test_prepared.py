@@ -48,8 +48,8 @@ def test_static_load_puts_winograd_weights_on_the_device_and_close_frees_them():
     compiled = aircc.compile(m, streams=1, target=numpy_target())
     model_ = aircc.load(compiled.om, device=dev)
     stats = model_.run_stats()
-    assert stats["prepared_bytes"] == u_bytes(64, 96)
-    assert dev.memory.used >= stats["weights_bytes"] + stats["arena_bytes"] + stats["prepared_bytes"]
+    assert stats.prepared_bytes == u_bytes(64, 96)
+    assert dev.memory.used >= stats.weights_bytes + stats.arena_bytes + stats.prepared_bytes
     x = rand(1, 64, 28, 28)
     np.testing.assert_allclose(model_.run({"x": x})["y"], reference(m, x), rtol=1e-4, atol=1e-4)
     model_.close()
@@ -61,7 +61,7 @@ def test_a_device_too_small_for_the_prepared_weights_fails_the_load_and_keeps_no
     compiled = aircc.compile(m, streams=1, target=numpy_target())
     big = aircc.VirtualDevice(256 << 20)
     with aircc.load(compiled.om, device=big) as fits:
-        needed, prepared = big.memory.used, fits.run_stats()["prepared_bytes"]
+        needed, prepared = big.memory.used, fits.run_stats().prepared_bytes
     dev = aircc.VirtualDevice(needed - prepared // 2)
     with pytest.raises(DeviceOutOfMemoryError, match="prepared weights of model"):
         aircc.load(compiled.om, device=dev)
@@ -69,12 +69,12 @@ def test_a_device_too_small_for_the_prepared_weights_fails_the_load_and_keeps_no
     # the device still works: a model without Winograd convs (16 channels) fits and runs
     small = conv_model(c=16, m=16)
     with aircc.load(aircc.compile(small, streams=1, target=numpy_target()).om, device=dev) as loaded:
-        assert loaded.run_stats()["prepared_bytes"] < prepared
+        assert loaded.run_stats().prepared_bytes < prepared
         x = rand(1, 16, 28, 28)
         np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(small, x), rtol=1e-4, atol=1e-4)
     assert dev.memory.used == 0
     with aircc.load(compiled.om, device=aircc.VirtualDevice(needed)) as exact:
-        assert exact.run_stats()["prepared_bytes"] == prepared
+        assert exact.run_stats().prepared_bytes == prepared
 
 
 def test_two_convs_sharing_a_weight_share_its_transform():
@@ -84,7 +84,7 @@ def test_two_convs_sharing_a_weight_share_its_transform():
              helper.make_node("Conv", ["r", "W"], ["y"], pads=[1, 1, 1, 1])]
     m = model(nodes, [tensor("x", [1, 64, 28, 28])], [tensor("y", [1, 64, 28, 28])], [w])
     with aircc.load(aircc.compile(m, streams=1, target=numpy_target()).om) as loaded:
-        assert loaded.run_stats()["prepared_bytes"] == u_bytes(64, 64)
+        assert loaded.run_stats().prepared_bytes == u_bytes(64, 64)
         x = rand(1, 64, 28, 28)
         np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(m, x), rtol=1e-4, atol=1e-4)
 
@@ -108,7 +108,7 @@ def test_dynamic_mode_transforms_a_weight_once_for_every_shape(monkeypatch):
             x = rand(1, 64, size, size)
             np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(m, x), rtol=1e-4, atol=1e-4)
         assert len(calls) == 1
-        assert loaded.run_stats()["prepared_bytes"] == u_bytes(64, 96)
+        assert loaded.run_stats().prepared_bytes == u_bytes(64, 96)
 
 
 def test_prepared_constants_allocate_once_per_key_and_give_everything_back():
@@ -142,7 +142,7 @@ def test_dynamic_mode_out_of_memory_for_prepared_weights_fails_the_run_not_the_m
     probe = aircc.VirtualDevice(64 << 20)
     with aircc.load(compiled.om, device=probe) as loaded:
         loaded.run({"x": rand(1, 64, 28, 28)})
-        need, prepared = probe.memory.peak_used, loaded.run_stats()["prepared_bytes"]
+        need, prepared = probe.memory.peak_used, loaded.run_stats().prepared_bytes
     dev = aircc.VirtualDevice(need - prepared // 2)
     with aircc.load(compiled.om, device=dev) as loaded:
         for _ in range(2):
@@ -150,5 +150,5 @@ def test_dynamic_mode_out_of_memory_for_prepared_weights_fails_the_run_not_the_m
                 loaded.run({"x": rand(1, 64, 28, 28)})
         x = rand(1, 64, 8, 8)       # too small for the Winograd mode: runs
         np.testing.assert_allclose(loaded.run({"x": x})["y"], reference(m, x), rtol=1e-4, atol=1e-4)
-        assert loaded.run_stats()["prepared_bytes"] < prepared
+        assert loaded.run_stats().prepared_bytes < prepared
     assert dev.memory.used == 0

@@ -116,11 +116,11 @@ def test_load_takes_what_compile_returned(device):
 def test_exact_feeds_take_the_short_path_and_everything_else_the_checked_one(mlp_om, device):
     model = aircc.load(mlp_om, device=device)
     x = np.load(f"{SAMPLES}/mlp_input.npy")
-    assert exact_feeds(model._fast[1], {"input": x}) is not None
+    assert exact_feeds(model.engine._fast[1], {"input": x}) is not None
     strided = np.asfortranarray(x)                 # same values, not C-contiguous
     sub = x.view(np.recarray)                      # an ndarray subclass
     for feeds in ({"input": strided}, {"input": sub}):
-        assert exact_feeds(model._fast[1], feeds) is None
+        assert exact_feeds(model.engine._fast[1], feeds) is None
     fast = model.run({"input": x})["probs"]
     for other in (model.run({"input": strided})["probs"], model.run({"input": sub})["probs"],
                   model.run({"input": x}, output_names=["probs"])["probs"]):
@@ -128,7 +128,7 @@ def test_exact_feeds_take_the_short_path_and_everything_else_the_checked_one(mlp
     a, b = model.run({"input": x})["probs"], model.run({"input": x})["probs"]
     assert a is not b and not np.shares_memory(a, b)     # every run returns fresh outputs
     assert not np.shares_memory(a, device.memory.data)    # host arrays, not device views
-    assert model.run_stats()["submissions_per_run"] == 1
+    assert model.run_stats().submissions_per_run == 1
     model.close()
 
 
@@ -139,8 +139,8 @@ def test_a_loaded_model_is_a_context_manager_that_closes_on_any_exit(mlp_om):
     x = np.load(f"{SAMPLES}/mlp_input.npy")
     with aircc.load(mlp_om, device=dev) as model:
         assert model.run({"input": x})["probs"].shape == (4, 10)
-        assert dev.memory.used > 0 and model.streams
-    assert dev.memory.used == 0 and not model.streams
+        assert dev.memory.used > 0 and model.engine.streams
+    assert dev.memory.used == 0 and not model.engine.streams
     with pytest.raises(InputError):
         with aircc.load(mlp_om, device=dev) as model:
             model.run({"input": x[:2]})
@@ -150,7 +150,7 @@ def test_a_loaded_model_is_a_context_manager_that_closes_on_any_exit(mlp_om):
         assert type(model.engine).__name__ == "DynamicModel"
         got = model.run({"x": np.ones((2, 4), np.float32)})["y"]
         assert got.shape == (2, 4)
-    assert dev.memory.used == 0 and not model.streams
+    assert dev.memory.used == 0 and not model.engine.streams
     dev.close()
 
 
@@ -174,7 +174,7 @@ def test_kernel_failure_names_node_and_op_and_next_run_works(device, tmp_path):
     x = np.ones((2, 4), np.float32)
     expected = model.run({"x": x})["y"]
     # sabotage one kernel of one stream: the run fails cleanly, other streams are released
-    lists = model.program.lists
+    lists = model.engine.program.lists
     victim_stream = next(i for i, lst in enumerate(lists) if any(d.get("node") == "tanh1" for _, d in lst))
     k = next(j for j, (_, d) in enumerate(lists[victim_stream]) if d.get("node") == "tanh1")
     fn, desc = lists[victim_stream][k]
@@ -193,7 +193,7 @@ def test_multistream_run_is_deterministic_across_many_runs(device):
     compiled = aircc.compile(diamond(width=4096, branches=4), min_branch_bytes=0,
                              split_matrix_branches=True)
     model = aircc.load(compiled.om, device=device)
-    assert model.program.streams and len(model.program.streams) == 4
+    assert model.engine.program.streams and len(model.engine.program.streams) == 4
     x = np.random.default_rng(1).standard_normal((2, 4096)).astype(np.float32)
     first = model.run({"x": x})["y"]
     expected = sum(np.tanh(np.maximum(x, 0) * (b + 1)) for b in range(4))

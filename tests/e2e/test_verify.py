@@ -328,7 +328,7 @@ def test_a_corrupted_run_recorded_for_replay_replays_without_the_fault(tmp_path)
         first, replayed = m.run({"x": x})["y"], m.run({"x": x})["y"]
         faults.clear()
         clean = m.run({"x": x})["y"]
-        assert m.run_stats()["replays"] == 2
+        assert m.run_stats().replays == 2
     assert first.reshape(-1)[0] == pytest.approx(clean.reshape(-1)[0] + 2.0, rel=1e-6)
     np.testing.assert_array_equal(first, replayed)
     np.testing.assert_array_equal(first.reshape(-1)[1:], clean.reshape(-1)[1:])

@@ -84,7 +84,7 @@ a.run(x)                                  # its worker: a team of its own
 busy = count()
 time.sleep(IDLE_SECONDS * 4)              # idle, but the process's only team: it stays
 lone = count()
-kept = int(not a.streams[0].parked)
+kept = int(not a.engine.streams[0].parked)
 b = aircc.load(om)
 b.run(x)                                  # a second model's worker and team
 both = count()

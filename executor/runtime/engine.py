@@ -1,0 +1,101 @@
+"""What a loaded model asks of the engine that runs its mode, and what the engines report.
+
+:class:`~.loaded.LoadedModel` holds one :class:`Engine`: a
+:class:`~.static_model.StaticModel` (sink mode: one submission per run) or a
+:class:`~.dynamic_model.DynamicModel` (the Host Kernel graph), bound to one device.
+``run_stats()`` returns a :class:`StaticRunStats` or a :class:`DynamicRunStats`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from aircc.executor.device.device import VirtualDevice
+from aircc.formats.model_section import IOSpec
+
+from .profiling import Profiler
+
+
+class Engine(Protocol):
+    """A model bound to one device, as :class:`~.loaded.LoadedModel` drives it."""
+
+    name: str
+    inputs: list[IOSpec]
+    outputs: list[IOSpec]
+    device: VirtualDevice
+    epoch: int
+    """The device's epoch when the weights were last written (behind it: write them again)."""
+    profiler: Profiler | None
+    last_host_seconds: float
+    """Host CPU time of the last run: preparing, submitting, collecting (not the wait)."""
+
+    def run(self, feeds: dict, output_names: list[str] | None = None,
+            timeout: float | None = None, run_index: int = 0) -> dict[str, np.ndarray]: ...
+
+    def cancel(self, error: BaseException, wait: bool = True) -> None:
+        """Stop the run in flight (from another thread) with ``error``."""
+
+    def restore(self) -> None:
+        """Write the weights again (the device lost its memory contents)."""
+
+    def release_cached(self) -> int:
+        """Give back cached device memory; the bytes given back."""
+
+    def run_stats(self) -> RunStats: ...
+
+    def close(self) -> None:
+        """Free the streams and the memory (quarantined while a kernel may still write it)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStats:
+    """What every mode counts."""
+
+    mode: str
+    runs: int
+    host_submissions: int
+    """Work the host put on the device (a static run: one; a replay: one)."""
+    prepared_bytes: int
+    """Device memory of what kernels derive from the weights (packed copies)."""
+    recoveries: int = 0
+    """Failed attempts the recovery policy handled (:attr:`~.loaded.LoadedModel.recoveries`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StaticRunStats(RunStats):
+    """A static model's: one submission per run, planned memory."""
+
+    submissions_per_run: float
+    streams: int
+    events: int
+    arena_bytes: int
+    weights_bytes: int
+    gears: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DynamicRunStats(RunStats):
+    """A dynamic model's: the host kernels, the tiling cache, replays and the allocator."""
+
+    runtime_core_number: int
+    tiling_cache_hits: int
+    tiling_cache_misses: int
+    tiling_cache_hit_rate: float
+    host_ops: int
+    replays: int
+    replay_shapes: int
+    host_seconds_per_run: float
+    host_kernel_runs: int
+    host_seconds_per_host_kernel_run: float
+    host_seconds_per_replay: float
+    launches: int
+    host_us_per_op: dict[str, float]
+    d2h_syncs: int
+    peak_allocated_bytes: int
+    """The shared pool's peak, or a recorded run's pool's if larger."""
+    peak_reserved_bytes: int
+    """The shared pool's peak and what the recorded runs' pools hold."""
+    allocator: dict
+    """The shared caching allocator's own statistics."""
