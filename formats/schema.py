@@ -299,8 +299,9 @@ def plan(cls: type) -> Plan:
         fields = []
         for f in dataclasses.fields(cls):
             spec: FieldSpec = f.metadata["wire"]
-            fields.append(Field(f.name, spec.kind, spec.required or cls.closed, spec.default,
-                                spec.read, spec.shown, spec.default is None))
+            required = spec.required or cls.closed
+            fields.append(Field(f.name, spec.kind, required, spec.default, spec.read, spec.shown,
+                                not required and spec.default is None))
         p = _PLANS[cls] = Plan(tuple(fields), frozenset(f.key for f in fields), cls.closed)
     return p
 
