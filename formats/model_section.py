@@ -69,7 +69,7 @@ class DeclaredDim(Scalar):
         return v is None or isinstance(v, str) or (is_int(v) and v >= 0)
 
     def text(self) -> str:
-        return "int >= 0, str or nil"
+        return "dim"
 
 
 #: Most levels of maps and lists a compile report nests (the compiler's: 3).
@@ -148,7 +148,7 @@ class ModelSection(Record):
     source_producer: str = wire(Str(), "", shown=False)
     compile_report: dict = wire(JsonMap(), {})
     """Free-form: what the compiler did (shown by ``aircc inspect``, read by nothing)."""
-    onnx: OnnxRecord | None = wire(Optional(Nested(OnnxRecord)), None)
+    onnx: OnnxRecord | None = wire(Optional(Nested(OnnxRecord, "`onnx` (below)")), None)
     """What the ONNX model said of itself; optional (None: the file does not say)."""
 
     @classmethod

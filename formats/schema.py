@@ -193,10 +193,11 @@ class Optional(Wire):
 
 
 class Nested(Wire):
-    """A record inside a record, read by its own description."""
+    """A record inside a record, read by its own description; ``text`` names it in the docs
+    where it has a table of its own (else its keys are listed)."""
 
-    def __init__(self, record: type[Record]):
-        self.record = record
+    def __init__(self, record: type[Record], text: str = ""):
+        self.record, self.name = record, text
 
     def read(self, c: Checker, v: Any, where: str) -> Record:
         return self.record.read(c, v, where)
@@ -205,7 +206,7 @@ class Nested(Wire):
         return v.to_payload()
 
     def text(self) -> str:
-        return "{" + ", ".join(f"`{f.key}`" for f in plan(self.record).fields) + "}"
+        return self.name or "{" + ", ".join(f"`{f.key}`" for f in plan(self.record).fields) + "}"
 
 
 class JsonMap(Wire):
