@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import enum
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
-from .checks import Checker, describe, is_int, join
+from .checks import Checker, describe, is_int
 
 
 class Wire:
@@ -93,25 +92,6 @@ class Int(Scalar):
         if self.lo is None:
             return "int"
         return f"int >= {self.lo}" if self.hi is None else f"int in [{self.lo}, {self.hi})"
-
-
-class Enum(Wire):
-    """A value of a closed vocabulary (a ``str`` enum of :mod:`.kinds`), stored as its string."""
-
-    def __init__(self, kinds: type[enum.Enum]):
-        self.kinds = kinds
-
-    def read(self, c: Checker, v: Any, where: str) -> enum.Enum:
-        try:
-            return self.kinds(v)
-        except (ValueError, TypeError):
-            c.fail(where, f"must be one of {sorted(m.value for m in self.kinds)}, got {describe(v)}")
-
-    def write(self, v: enum.Enum) -> str:
-        return v.value
-
-    def text(self) -> str:
-        return " \\| ".join(f"`{m.value}`" for m in self.kinds)
 
 
 class SymbolicShape(Wire):
@@ -337,9 +317,10 @@ class Record:
             if v is _ABSENT:
                 if f.required:
                     c.get(d, f.key, where)               # raises 'missing key'
-                args.append(copy.copy(f.default))
+                args.append(copy.copy(f.default) if isinstance(f.default, (list, dict))
+                            else f.default)
             else:
-                args.append(f.kind.read(c, v, join(where, f.key)))
+                args.append(f.kind.read(c, v, f"{where}.{f.key}" if where else f.key))
         record = cls(*args)
         record.check(c, where)
         return record
