@@ -196,14 +196,17 @@ class Checker:
 
     def symbolic_shape(self, d: Mapping, key: str, where: str) -> tuple | None:
         """None (rank unknown), or a list of at most MAX_KERNEL_RANK ints >= 0 and symbols (strs)."""
-        shape = self.get(d, key, where)
+        return self.symbolic_shape_of(self.get(d, key, where), join(where, key))
+
+    def symbolic_shape_of(self, shape: Any, where: str) -> tuple | None:
+        """:meth:`symbolic_shape` of a value at path ``where``."""
         if shape is None:
             return None
-        shape = self.list(shape, join(where, key))
-        self._rank(shape, join(where, key))
+        shape = self.list(shape, where)
+        self._rank(shape, where)
         for j, dim in enumerate(shape):
             if not ((is_int(dim) and dim >= 0) or isinstance(dim, str)):
-                self.fail(f"{join(where, key)}[{j}]", f"must be an int or a str, got {describe(dim)}")
+                self.fail(f"{where}[{j}]", f"must be an int or a str, got {describe(dim)}")
         return tuple(shape)
 
 

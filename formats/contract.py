@@ -49,11 +49,13 @@ REQUIRED_SECTIONS: dict[str, tuple[str, ...]] = {
     "dynamic": ("model", "exec_graph", "tiling"),
 }
 
-PARSERS: dict[str, Callable[[Any], Any]] = {
-    "model": ModelSection.parse, "tasks": TasksSection.parse,
-    "memory_plan": MemoryPlanSection.parse, "tiling": TilingSection.parse,
-    "exec_graph": ExecGraphSection.parse, "gears": GearsSection.parse,
+#: Each section's type: its dataclass, whose ``parse(payload)`` reads it strictly.
+SECTION_TYPES: dict[str, type] = {
+    "model": ModelSection, "tasks": TasksSection, "memory_plan": MemoryPlanSection,
+    "tiling": TilingSection, "exec_graph": ExecGraphSection, "gears": GearsSection,
 }
+
+PARSERS: dict[str, Callable[[Any], Any]] = {name: t.parse for name, t in SECTION_TYPES.items()}
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .contract import ModelContract
 from .graph_view import (ANCHOR, BODY, BRANCH, COPY, DATA, EVENT, HOST, INPUT, JUMP, KERNEL,
                          ORDER, OUTPUT, GraphView, ViewNode, graph_view)
+from .kinds import Impl
 
 #: Fill colours of streams 0-11 (ColorBrewer Set3); later streams get hues of their own.
 STREAM_COLOURS = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
@@ -57,7 +58,7 @@ def node_label(n: ViewNode) -> str:
         lines.append("fused: " + " + ".join(n.fused))
     if n.kind == HOST:
         lines.append("on host")
-    if n.impl == "fallback":
+    if n.impl is Impl.FALLBACK:
         lines.append("fallback kernel (onnx reference)")
     elif n.backend:
         lines.append(f"kernel: {n.backend}{f' {n.kernel}' if n.kernel else ''}")
@@ -76,7 +77,7 @@ def _node_attrs(n: ViewNode) -> str:
         style = "rounded,filled"
     if n.stream is not None and n.kind not in (HOST, ANCHOR):
         fill = stream_colour(n.stream)
-    if n.impl == "fallback":
+    if n.impl is Impl.FALLBACK:
         colour, width = FALLBACK_COLOUR, 3
     if n.fused:
         style += ",bold"
@@ -112,7 +113,7 @@ def _legend(view: GraphView) -> list[str]:
     if HOST in kinds:
         names.append("legend_host")
         lines.append(f"    legend_host {_attrs(label='host-placed op', style='filled,dashed', fillcolor='white')};")
-    if any(n.impl == "fallback" for n in view.nodes):
+    if any(n.impl is Impl.FALLBACK for n in view.nodes):
         names.append("legend_fallback")
         lines.append(f"    legend_fallback {_attrs(label='fallback kernel (onnx reference)', fillcolor='white', color=FALLBACK_COLOUR, penwidth=3)};")
     if any(n.fused for n in view.nodes):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .contract import ModelContract, StaticPlan
 from .exec_graph import Body, ExecGraphSection
-from .kinds import HostKernelKind, Placement, Region, TaskKind
+from .kinds import HostKernelKind, Impl, Placement, Region, TaskKind
 from .memory_plan import BufferRecord
 from .tasks import CopyTask, EventTask, JumpTask, KernelTask, Operand
 
@@ -74,8 +74,8 @@ class ViewNode:
     domain: str = ""
     version: int = 0
     stream: int | None = None
-    impl: str = "native"
-    """``native`` or ``fallback`` (onnx's reference implementation)."""
+    impl: Impl = Impl.NATIVE
+    """Native, or the fallback (onnx's reference implementation)."""
     fused: list[str] = field(default_factory=list)
     backend: str = ""
     """The kernel backend a static task's tiling chose ("" where the file does not say)."""
@@ -181,7 +181,7 @@ def _static_node(plan: StaticPlan, t, s: int) -> ViewNode:
     nid = f"t{t.id}"
     if isinstance(t, KernelTask):
         tiling = plan.tiling.entries[t.tiling] if t.tiling < len(plan.tiling.entries) else {}
-        return ViewNode(nid, KERNEL, t.node, t.op, t.domain, t.version, s, t.impl.value,
+        return ViewNode(nid, KERNEL, t.node, t.op, t.domain, t.version, s, t.impl,
                         fused_ops(t.op, t.domain, t.attrs, t.node, len(t.inputs)),
                         str(tiling.get("backend", "")), str(tiling.get("impl", "")),
                         str(tiling.get("why", "")),
@@ -295,7 +295,7 @@ def _dynamic(contract: ModelContract, eg: ExecGraphSection) -> GraphView:
         else:
             kind, name = (HOST if n.placement is Placement.HOST else KERNEL), n.name
         view.nodes.append(ViewNode(nid, kind, name, n.op, n.domain, n.version, n.stream,
-                                   n.impl.value, fused_ops(n.op, n.domain, n.attrs, n.name,
+                                   n.impl, fused_ops(n.op, n.domain, n.attrs, n.name,
                                                            len(n.inputs)),
                                    channels_last=bool(n.attrs.get("channels_last")),
                                    detail=detail))

@@ -6,135 +6,96 @@ The weights region holds the constants tasks read, at their own offsets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .checks import Checker
-
-MEMORY_PLAN_INTS = ("arena_bytes", "lower_bound_bytes", "no_reuse_bytes",
-                    "weights_bytes", "alignment")
+from .schema import Int, ListOf, Nested, Record, Str, wire
 
 
 @dataclass(frozen=True)
-class BufferRecord:
+class BufferRecord(Record):
     """One buffer of the arena and its lifetime in task ids."""
 
-    name: str
-    offset: int
-    size: int
-    first_task: int
-    last_task: int
-    readers: tuple[int, ...] = ()
-    writers: tuple[int, ...] = ()
-
-    def to_payload(self) -> dict:
-        return {"name": self.name, "offset": self.offset, "size": self.size,
-                "first_task": self.first_task, "last_task": self.last_task,
-                "readers": list(self.readers), "writers": list(self.writers)}
+    name: str = wire(Str())
+    offset: int = wire(Int(lo=0))
+    size: int = wire(Int(lo=0))
+    first_task: int = wire(Int())
+    last_task: int = wire(Int())
+    readers: tuple[int, ...] = wire(ListOf(Int(), as_tuple=True), ())
+    writers: tuple[int, ...] = wire(ListOf(Int(), as_tuple=True), ())
 
 
 @dataclass(frozen=True)
-class AliasRecord:
+class AliasRecord(Record):
     """A value placed inside another buffer (a Concat part, a reshape's output)."""
 
-    name: str
-    of: str
-    offset: int
-
-    def to_payload(self) -> dict:
-        return {"name": self.name, "of": self.of, "offset": self.offset}
+    name: str = wire(Str())
+    of: str = wire(Str())
+    offset: int = wire(Int(lo=0))
 
 
 @dataclass(frozen=True)
-class WeightRecord:
+class WeightRecord(Record):
     """A weight the tasks read, at ``offset`` of the weights region."""
 
-    name: str
-    offset: int
-    size: int
+    name: str = wire(Str())
+    offset: int = wire(Int(lo=0))
+    size: int = wire(Int(lo=0))
 
-    def to_payload(self) -> dict:
-        return {"name": self.name, "offset": self.offset, "size": self.size}
+
+#: Lists of records a plan holds, each at most as long as the tasks' operands allow.
+RECORD_LISTS = ("buffers", "aliases", "weights")
 
 
 @dataclass
-class MemoryPlanSection:
+class MemoryPlanSection(Record):
     """Section ``memory_plan``."""
 
-    arena_bytes: int
-    lower_bound_bytes: int
-    no_reuse_bytes: int
-    weights_bytes: int
-    alignment: int
-    strategy: str = ""
-    buffers: list[BufferRecord] = field(default_factory=list)
-    aliases: list[AliasRecord] = field(default_factory=list)
-    weights: list[WeightRecord] = field(default_factory=list)
+    arena_bytes: int = wire(Int(lo=0))
+    lower_bound_bytes: int = wire(Int(lo=0))
+    no_reuse_bytes: int = wire(Int(lo=0))
+    weights_bytes: int = wire(Int(lo=0))
+    alignment: int = wire(Int(lo=1))
+    strategy: str = wire(Str(), "")
+    buffers: list[BufferRecord] = wire(ListOf(Nested(BufferRecord)), [], required=True)
+    aliases: list[AliasRecord] = wire(ListOf(Nested(AliasRecord)), [])
+    weights: list[WeightRecord] = wire(ListOf(Nested(WeightRecord)), [])
 
-    @staticmethod
-    def parse(payload: Any, section: str = "memory_plan", prefix: str = "",
+    @classmethod
+    def parse(cls, payload: Any, section: str = "memory_plan", prefix: str = "",
               max_records: int | None = None) -> "MemoryPlanSection":
         """``max_records``: the most buffers (aliases, weights, readers of one buffer) the
         plan may have, checked before any is read (:mod:`.section_limits`)."""
         c = Checker(section, prefix)
-        d = c.dict(payload, "")
-        if max_records is not None:
-            for key in ("buffers", "aliases", "weights"):
-                n = len(d[key]) if isinstance(d.get(key), list) else 0
+        if max_records is not None and isinstance(payload, Mapping):
+            for key in RECORD_LISTS:
+                n = len(payload[key]) if isinstance(payload.get(key), list) else 0
                 if n > max_records:
                     c.fail(key, f"has {n} records, more than the tasks' operands allow "
                                 f"({max_records})")
-        ints = {key: c.int(d, key, "", lo=0) for key in MEMORY_PLAN_INTS}
-        arena, wbytes = ints["arena_bytes"], ints["weights_bytes"]
-        if ints["alignment"] < 1:
-            c.fail("alignment", f"must be an int >= 1, got int {ints['alignment']}")
-        strategy = d.get("strategy", "")
-        if not isinstance(strategy, str):
-            c.fail("strategy", "must be a str")
-        buffers = []
-        for i, b in enumerate(c.list(c.get(d, "buffers", ""), "buffers")):
-            w = f"buffers[{i}]"
-            bd = c.dict(b, w)
-            for key in ("readers", "writers"):
-                if max_records is not None and isinstance(bd.get(key), list) \
-                        and len(bd[key]) > max_records:
-                    c.fail(f"{w}.{key}", f"has {len(bd[key])} tasks, more than the plan has")
-            rec = BufferRecord(c.str(bd, "name", w), c.int(bd, "offset", w, lo=0),
-                               c.int(bd, "size", w, lo=0), c.int(bd, "first_task", w),
-                               c.int(bd, "last_task", w),
-                               tuple(c.int_value(t, f"{w}.readers[{k}]") for k, t in
-                                     enumerate(c.list(bd.get("readers", []), f"{w}.readers"))),
-                               tuple(c.int_value(t, f"{w}.writers[{k}]") for k, t in
-                                     enumerate(c.list(bd.get("writers", []), f"{w}.writers"))))
-            if rec.offset + rec.size > arena:
-                c.fail(w, f"('{rec.name}') offset {rec.offset} + size {rec.size} exceeds "
-                          f"arena_bytes {arena}")
-            buffers.append(rec)
-        aliases = []
-        for i, a in enumerate(c.list(d.get("aliases", []), "aliases")):
-            w = f"aliases[{i}]"
-            ad = c.dict(a, w)
-            rec = AliasRecord(c.str(ad, "name", w), c.str(ad, "of", w), c.int(ad, "offset", w, lo=0))
-            if rec.offset > arena:
-                c.fail(w, f"('{rec.name}') offset {rec.offset} exceeds arena_bytes {arena}")
-            aliases.append(rec)
-        weights = []
-        for i, x in enumerate(c.list(d.get("weights", []), "weights")):
-            w = f"weights[{i}]"
-            xd = c.dict(x, w)
-            rec = WeightRecord(c.str(xd, "name", w), c.int(xd, "offset", w, lo=0),
-                               c.int(xd, "size", w, lo=0))
-            if rec.offset + rec.size > wbytes:
-                c.fail(w, f"('{rec.name}') offset {rec.offset} + size {rec.size} exceeds "
-                          f"weights_bytes {wbytes}")
-            weights.append(rec)
-        return MemoryPlanSection(arena, ints["lower_bound_bytes"], ints["no_reuse_bytes"], wbytes,
-                                 ints["alignment"], strategy, buffers, aliases, weights)
+            buffers = payload.get("buffers")
+            for i, b in enumerate(buffers if isinstance(buffers, list) else ()):
+                for key in ("readers", "writers"):
+                    if isinstance(b, Mapping) and isinstance(b.get(key), list) \
+                            and len(b[key]) > max_records:
+                        c.fail(f"buffers[{i}].{key}", f"has {len(b[key])} tasks, more than the "
+                                                       f"plan has")
+        return cls.read(c, payload, "")
 
-    def to_payload(self) -> dict:
-        return {"arena_bytes": self.arena_bytes, "lower_bound_bytes": self.lower_bound_bytes,
-                "no_reuse_bytes": self.no_reuse_bytes, "weights_bytes": self.weights_bytes,
-                "alignment": self.alignment, "strategy": self.strategy,
-                "buffers": [b.to_payload() for b in self.buffers],
-                "aliases": [a.to_payload() for a in self.aliases],
-                "weights": [w.to_payload() for w in self.weights]}
+    def check(self, c: Checker, where: str) -> None:
+        """Every buffer and alias lies inside the arena, every weight record inside the
+        weights region."""
+        arena, wbytes = self.arena_bytes, self.weights_bytes
+        for i, b in enumerate(self.buffers):
+            if b.offset + b.size > arena:
+                c.fail(f"buffers[{i}]", f"('{b.name}') offset {b.offset} + size {b.size} exceeds "
+                                        f"arena_bytes {arena}")
+        for i, a in enumerate(self.aliases):
+            if a.offset > arena:
+                c.fail(f"aliases[{i}]", f"('{a.name}') offset {a.offset} exceeds arena_bytes {arena}")
+        for i, w in enumerate(self.weights):
+            if w.offset + w.size > wbytes:
+                c.fail(f"weights[{i}]", f"('{w.name}') offset {w.offset} + size {w.size} exceeds "
+                                        f"weights_bytes {wbytes}")

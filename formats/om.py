@@ -5,7 +5,8 @@ Layout (little-endian), modelled on the CANN offline model:
 * header, 64 bytes: magic ``AIRCCOM\\0``, major u16, minor u16, flags u32
   (bit 0 = dynamic), header size u32, section count u32, section table offset
   u64, total file size u64, header crc32 u32 (over the header with this field
-  zeroed), zero padding to 64;
+  zeroed), payload schema revision u32 (:data:`~.contract.SCHEMA_VERSION`), zero padding
+  to 64;
 * section table at offset 64: one 32-byte entry per section: kind u32, entry
   flags u32 (bit 0 = optional, may be skipped), offset u64, size u64, crc32 u32,
   reserved u32;
@@ -26,13 +27,14 @@ import numpy as np
 from aircc.errors import ModelFormatError
 
 from .checks import DTYPES, dtype_name
-from .contract import SECTION_NAMES, ModelContract, missing_sections, parse_sections, validate_section
+from .contract import (SCHEMA_VERSION, SECTION_NAMES, ModelContract, missing_sections,
+                       parse_sections, validate_section)
 from .payload import decode_payload, encode_payload
 from .section_limits import section_limits
 from .weight_table import validate_weight_table
 
 MAGIC = b"AIRCCOM\x00"
-FORMAT_MAJOR, FORMAT_MINOR = 1, 1
+FORMAT_MAJOR, FORMAT_MINOR = 1, 2
 HEADER_SIZE, ENTRY_SIZE = 64, 32
 SECTION_ALIGN, WEIGHTS_ALIGN, TENSOR_ALIGN = 64, 4096, 64
 FLAG_DYNAMIC = 1      # header flags bit 0: dynamic-mode model
@@ -46,7 +48,7 @@ SECTION_KINDS: dict[str, int] = {
     "exec_graph": EXEC_GRAPH, "gears": GEARS}
 KIND_NAMES: dict[int, str] = {k: n for n, k in SECTION_KINDS.items()}
 
-_HEADER = struct.Struct("<8sHHIIIQQI")  # 44 bytes; the rest of the 64 is reserved (zero)
+_HEADER = struct.Struct("<8sHHIIIQQII")  # 48 bytes; the rest of the 64 is reserved (zero)
 _CRC_AT = 40
 _ENTRY = struct.Struct("<IIQQII")
 assert _HEADER.size <= HEADER_SIZE and _ENTRY.size == ENTRY_SIZE
@@ -110,7 +112,7 @@ def assemble(flags: int, sections: list[tuple[int, int, list[Any]]]) -> tuple[in
                      for i, (kind, eflags, _) in enumerate(sections))
     header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(header, 0, MAGIC, FORMAT_MAJOR, FORMAT_MINOR, flags, HEADER_SIZE,
-                      len(sections), HEADER_SIZE, total, 0)
+                      len(sections), HEADER_SIZE, total, 0, SCHEMA_VERSION)
     struct.pack_into("<I", header, _CRC_AT, zlib.crc32(header))
     out: list[Any] = [bytes(header), table]
     pos = table_end
@@ -228,7 +230,7 @@ def _read_table(buf: memoryview) -> tuple[int, dict[str, tuple[int, int, int]]]:
     if n < HEADER_SIZE:
         raise ModelFormatError(f"truncated: file is {n} bytes, shorter than the "
                                f"{HEADER_SIZE}-byte header")
-    magic, major, minor, flags, hsize, count, toff, fsize, hcrc = _HEADER.unpack_from(buf, 0)
+    magic, major, minor, flags, hsize, count, toff, fsize, hcrc, schema = _HEADER.unpack_from(buf, 0)
     if magic != MAGIC:
         raise ModelFormatError(f"bad magic: found {magic!r}, expected {MAGIC!r} "
                                f"(not an aircc .om model)")
@@ -245,6 +247,7 @@ def _read_table(buf: memoryview) -> tuple[int, dict[str, tuple[int, int, int]]]:
     if crc != hcrc:
         raise ModelFormatError(f"header checksum mismatch: stored 0x{hcrc:08x}, "
                                f"computed 0x{crc:08x}")
+    check_schema_version(schema)
     if fsize > n:
         raise ModelFormatError(f"truncated: the header says the file is {fsize} bytes but "
                                f"only {n} are present ({_cut_sections(buf, toff, count)})")
@@ -284,6 +287,24 @@ def _read_table(buf: memoryview) -> tuple[int, dict[str, tuple[int, int, int]]]:
         if start_b < end_a:
             raise ModelFormatError(f"{a} and {b} overlap (byte {start_b} < {end_a})")
     return flags, found
+
+
+def check_schema_version(version: int) -> None:
+    """Refuse payloads of another schema revision than this reader's: a newer one may hold
+    fields or meanings it does not know, and it knows no older one (format 1.1 wrote none)."""
+    if version == SCHEMA_VERSION:
+        return
+    if version == 0:
+        raise ModelFormatError(f"the file records no payload schema revision (written by an "
+                               f"aircc older than format 1.2); recompile the model with this "
+                               f"aircc (schema revision {SCHEMA_VERSION})")
+    if version > SCHEMA_VERSION:
+        raise ModelFormatError(f"the file's payload schema is revision {version}, newer than "
+                               f"revision {SCHEMA_VERSION} that this aircc reads: upgrade aircc "
+                               f"to load it")
+    raise ModelFormatError(f"the file's payload schema is revision {version}, older than "
+                           f"revision {SCHEMA_VERSION} that this aircc reads: recompile the "
+                           f"model with this aircc")
 
 
 def _parse(buf: memoryview, keep: Any, verify: bool) -> OmFile:

@@ -5,6 +5,9 @@ from collections import Counter
 from typing import Callable, Optional
 
 from .graph_view import HOST, KERNEL, graph_view
+from .kinds import Impl, Placement
+from .schema import summary
+from .tasks import KernelTask
 
 KernelSource = Callable[[str, int, str, bool], Optional[str]]
 """``(op, version, domain, fallback) -> name`` of the kernel backend that runs an op on the
@@ -12,73 +15,58 @@ model's target (None: unknown); asked for the nodes whose tiling the file does n
 
 
 def summarize(om, kernel_source: KernelSource | None = None) -> dict:
-    """A JSON-able summary: mode, streams, events, tasks per stream, memory plan, gears, the
-    kernels (per node: stream, op, kernel backend, fused ops, fallback) and layouts."""
-    model = om.sections["model"]
-    out = {
-        "name": model.get("name"),
-        "mode": om.mode,
-        "producer": model.get("producer"),
-        "target": model.get("target"),
-        "opsets": model.get("opsets"),
-        "inputs": model.get("inputs"),
-        "outputs": model.get("outputs"),
-        "weights": len(om.weights),
-        "weights_bytes_stored": int(sum(w.nbytes for w in om.weights.values())),
-    }
-    if model.get("onnx"):
-        out["onnx"] = model["onnx"]      # the ONNX model's own metadata and declared shapes
-    tasks = om.sections.get("tasks")
-    if tasks:
-        lists = tasks["lists"]
-        kinds = Counter(t["kind"] for lst in lists for t in lst)
-        out.update({
-            "streams": tasks["streams"],
-            "events": tasks["events"],
-            "tasks_per_stream": [len(lst) for lst in lists],
-            "task_kinds": dict(sorted(kinds.items())),
-            "ops": dict(sorted(Counter(t["op"] for lst in lists for t in lst
-                                       if t["kind"] == "kernel").items())),
-        })
-    graph = om.sections.get("exec_graph")
-    if graph:
-        out.update({"streams": graph["streams"], "events": graph["events"],
-                    "host_ops": graph["host_ops"]})
-    plan = om.sections.get("memory_plan")
-    if plan:
-        out.update({
-            "arena_bytes": plan["arena_bytes"],
-            "lower_bound_bytes": plan["lower_bound_bytes"],
-            "no_reuse_bytes": plan["no_reuse_bytes"],
-            "weights_bytes": plan["weights_bytes"],
-            "alignment": plan["alignment"],
-            "memory_plan": [{k: b[k] for k in ("name", "offset", "size", "first_task", "last_task")}
-                            for b in plan["buffers"]],
-            "in_place": [dict(a) for a in plan.get("aliases", [])],
-        })
-    nodes = ([t for lst in tasks["lists"] for t in lst if t["kind"] == "kernel"] if tasks else
-             (om.sections.get("exec_graph") or {}).get("nodes", []))
-    out["layouts"] = layouts(nodes)
+    """A JSON-able summary: every shown field of the model section (:func:`.schema.summary`),
+    streams, events, tasks per stream, memory plan, gears, the kernels (per node: stream, op,
+    kernel backend, fused ops, fallback) and layouts."""
     contract = om.parsed()
+    out = summary(contract.model)
+    report = out.pop("compile_report", None)
+    out.update(mode=om.mode, weights=len(om.weights),
+               weights_bytes_stored=int(sum(w.nbytes for w in om.weights.values())))
+    tasks, graph, plan = contract.tasks, contract.exec_graph, contract.memory_plan
+    if tasks is not None:
+        kernel_tasks = [t for tl in tasks.lists for t in tl if isinstance(t, KernelTask)]
+        out.update({
+            "streams": tasks.streams,
+            "events": tasks.events,
+            "tasks_per_stream": [len(tl) for tl in tasks.lists],
+            "task_kinds": dict(sorted(Counter(t.kind.value for tl in tasks.lists for t in tl).items())),
+            "ops": dict(sorted(Counter(t.op for t in kernel_tasks).items())),
+        })
+        out["layouts"] = layouts([(t.node, t.op, t.attrs) for t in kernel_tasks])
+    if graph is not None:
+        out.update({"streams": graph.streams, "events": graph.events, "host_ops": graph.host_ops})
+        out["layouts"] = layouts([(n.name, n.op, n.attrs) for n in graph.nodes])
+    if plan is not None:
+        out.update({
+            "arena_bytes": plan.arena_bytes,
+            "lower_bound_bytes": plan.lower_bound_bytes,
+            "no_reuse_bytes": plan.no_reuse_bytes,
+            "weights_bytes": plan.weights_bytes,
+            "alignment": plan.alignment,
+            "memory_plan": [{"name": b.name, "offset": b.offset, "size": b.size,
+                             "first_task": b.first_task, "last_task": b.last_task}
+                            for b in plan.buffers],
+            "in_place": [summary(a) for a in plan.aliases],
+        })
     if contract.gears is not None:
         out["gears"] = gears(contract)
     out["kernels"] = kernels(contract, kernel_source)
-    out["fallback_kernels"] = [k["node"] for k in out["kernels"] if k["impl"] == "fallback"]
-    report = model.get("compile_report")
+    out["fallback_kernels"] = [k["node"] for k in out["kernels"]
+                               if Impl(k["impl"]) is Impl.FALLBACK]
     if report:
-        out["compile_report"] = report
+        out["compile_report"] = report              # last: the longest
     return out
 
 
-def layouts(kernels: list[dict]) -> dict:
-    """How many kernels run channels-last, and the reorders between layouts (named
-    ``<value>/layout`` by the compiler's ``plan-layouts``: a Transpose moves bytes, a
-    Reshape is a view)."""
-    reorders = [k for k in kernels if str(k.get("node", k.get("name", ""))).endswith("/layout")]
-    return {"channels_last_kernels": sum(bool((k.get("attrs") or {}).get("channels_last"))
-                                         for k in kernels),
-            "reorders": [k.get("node", k.get("name")) for k in reorders if k["op"] == "Transpose"],
-            "views": [k.get("node", k.get("name")) for k in reorders if k["op"] != "Transpose"]}
+def layouts(kernels: list[tuple[str, str, dict]]) -> dict:
+    """How many of the ``(node, op, attrs)`` kernels run channels-last, and the reorders
+    between layouts (named ``<value>/layout`` by the compiler's ``plan-layouts``: a Transpose
+    moves bytes, a Reshape is a view)."""
+    reorders = [(node, op) for node, op, _ in kernels if node.endswith("/layout")]
+    return {"channels_last_kernels": sum(bool(attrs.get("channels_last")) for _, _, attrs in kernels),
+            "reorders": [node for node, op in reorders if op == "Transpose"],
+            "views": [node for node, op in reorders if op != "Transpose"]}
 
 
 def gears(contract) -> dict:
@@ -103,10 +91,11 @@ def kernels(contract, kernel_source: KernelSource | None = None) -> list[dict]:
         if n.kind == HOST:
             backend = "host"
         elif not backend and kernel_source is not None:
-            backend = kernel_source(n.op, n.version, n.domain, n.impl == "fallback") or ""
+            backend = kernel_source(n.op, n.version, n.domain, n.impl is Impl.FALLBACK) or ""
+        placement = Placement.HOST if n.kind == HOST else Placement.DEVICE
         out.append({"node": n.name, "op": n.op, "domain": n.domain,
-                    "placement": "host" if n.kind == HOST else "device", "stream": n.stream,
-                    "backend": backend, "kernel": n.kernel, "why": n.why, "impl": n.impl,
+                    "placement": placement.value, "stream": n.stream,
+                    "backend": backend, "kernel": n.kernel, "why": n.why, "impl": n.impl.value,
                     "fused": list(n.fused), "channels_last": n.channels_last,
                     "body": view.groups.get(n.group)})
     return out
@@ -114,6 +103,16 @@ def kernels(contract, kernel_source: KernelSource | None = None) -> list[dict]:
 
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.2f} MiB"
+
+
+#: Keys of a summary that :func:`format_summary` writes in its own way, or leaves to
+#: ``--json``; it writes any other (a field the model section gained) as ``key value``.
+TEXT_KEYS = frozenset({
+    "name", "mode", "producer", "opsets", "onnx", "target", "inputs", "outputs", "weights",
+    "weights_bytes_stored", "streams", "events", "tasks_per_stream", "task_kinds", "ops",
+    "host_ops", "gears", "layouts", "kernels", "fallback_kernels", "arena_bytes",
+    "lower_bound_bytes", "no_reuse_bytes", "weights_bytes", "alignment", "memory_plan",
+    "in_place", "compile_report"})
 
 
 def format_summary(s: dict, *, buffers: int = 10) -> str:
@@ -129,6 +128,9 @@ def format_summary(s: dict, *, buffers: int = 10) -> str:
     for kind in ("inputs", "outputs"):
         for io in s[kind]:
             lines.append(f"{kind[:-1]:<10} {io['name']}: {io['dtype']}{io['shape']}")
+    for key, value in s.items():
+        if key not in TEXT_KEYS:                # a field the model section gained
+            lines.append(f"{key:<10} {value}")
     lines.append(f"weights    {s['weights']} tensors, {_mib(s['weights_bytes_stored'])}")
     if "tasks_per_stream" in s:
         per = ", ".join(f"s{i}: {n}" for i, n in enumerate(s["tasks_per_stream"]))
@@ -192,11 +194,12 @@ def format_kernels(kernels: list[dict], fallback: list[str]) -> list[str]:
     """The kernels as text: one line each, and the nodes on fallback kernels."""
     if not kernels:
         return []
-    lines = [f"kernels    {len(kernels)} ({sum(k['placement'] == 'host' for k in kernels)} on the host)"]
+    host = [Placement(k["placement"]) is Placement.HOST for k in kernels]
+    lines = [f"kernels    {len(kernels)} ({sum(host)} on the host)"]
     width = min(40, max(len(k["node"]) for k in kernels))
-    for k in kernels:
-        where = "host" if k["placement"] == "host" else f"s{k['stream']}"
-        how = ("fallback (onnx reference)" if k["impl"] == "fallback" else
+    for k, on_host in zip(kernels, host):
+        where = "host" if on_host else f"s{k['stream']}"
+        how = ("fallback (onnx reference)" if Impl(k["impl"]) is Impl.FALLBACK else
                " ".join(x for x in (k["backend"], k["kernel"]) if x))
         extra = [f"fused {' + '.join(k['fused'])}"] if k["fused"] else []
         if k["channels_last"]:

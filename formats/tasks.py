@@ -18,6 +18,7 @@ import numpy as np
 from .checks import Checker, stream_priorities
 from .kinds import Impl, Region, TaskKind
 from .node_signature import check_signature
+from .schema import JsonMap, ListOf, Record, wire
 
 #: Most streams a model may ask for: each is a device worker thread.
 MAX_STREAMS = 256
@@ -268,17 +269,11 @@ class TasksSection:
 
 
 @dataclass(slots=True)
-class TilingSection:
+class TilingSection(Record):
     """Section ``tiling``: each kernel task's tiling data (backend-defined dicts)."""
 
-    entries: list[dict]
+    entries: list[dict] = wire(ListOf(JsonMap()))
 
-    @staticmethod
-    def parse(payload: Any, section: str = "tiling", prefix: str = "") -> "TilingSection":
-        c = Checker(section, prefix)
-        d = c.dict(payload, "")
-        entries = c.list(c.get(d, "entries", ""), "entries")
-        return TilingSection([dict(c.dict(e, f"entries[{i}]")) for i, e in enumerate(entries)])
-
-    def to_payload(self) -> dict:
-        return {"entries": self.entries}
+    @classmethod
+    def parse(cls, payload: Any, section: str = "tiling", prefix: str = "") -> "TilingSection":
+        return cls.read(Checker(section, prefix), payload, "")

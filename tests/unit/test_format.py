@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from aircc.errors import ModelFormatError
-from aircc.formats import FORMAT_MAJOR, FORMAT_MINOR, OmFile, dump_om, load_om, save_om
+from aircc.formats import (FORMAT_MAJOR, FORMAT_MINOR, SCHEMA_VERSION, OmFile, dump_om, load_om,
+                           save_om)
 from aircc.formats import om as omod
 
 HDR = struct.Struct("<8sHHIIIQQI")
@@ -184,7 +185,26 @@ def test_deterministic_and_header_fields():
     assert b == dump_om(model())
     assert HDR.unpack_from(b, 0)[:-1] == (b"AIRCCOM\x00", FORMAT_MAJOR, FORMAT_MINOR, 0, 64,
                                           6, 64, len(b))
-    assert b[44:64] == bytes(20)
+    assert struct.unpack_from("<I", b, 44) == (SCHEMA_VERSION,)
+    assert b[48:64] == bytes(16)
+
+
+@pytest.mark.parametrize("version,fragment", [
+    (SCHEMA_VERSION + 1, f"the file's payload schema is revision {SCHEMA_VERSION + 1}, newer than "
+                         f"revision {SCHEMA_VERSION} that this aircc reads: upgrade aircc"),
+    (0, "the file records no payload schema revision (written by an aircc older than format "
+        f"1.2); recompile the model with this aircc (schema revision {SCHEMA_VERSION})"),
+    (SCHEMA_VERSION - 1, f"revision {SCHEMA_VERSION - 1}, older than revision {SCHEMA_VERSION}"),
+])
+def test_the_payload_schema_revision_is_written_and_checked(version, fragment):
+    """The writer records SCHEMA_VERSION in the header; the reader refuses any other, before
+    it decodes a payload whose shape it may not know."""
+    b = bytearray(dump_om(model()))
+    assert load_om(bytes(b)).mode == "static"
+    struct.pack_into("<I", b, 44, version)
+    fix_header_crc(b)
+    e = rejects(b, fragment)
+    assert str(version) in str(e)
 
 
 def test_numpy_scalars_become_python_values():
