@@ -9,6 +9,7 @@ import onnx
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.errors import CompileOptionError, TargetUnavailableError
+from aircc.formats.kinds import Impl
 from aircc.ops import device as device_dialect, kernel_backend, resolve_target
 
 
@@ -57,7 +58,7 @@ def fallback_ops(compiled) -> dict[str, int]:
     for node in compiled.graph.walk():
         if node.domain == device_dialect.DOMAIN:          # the device's own dialect
             continue
-        if node.meta.get("impl") == "fallback":
+        if node.impl is Impl.FALLBACK:
             ops[node.op] += 1
             continue
         try:

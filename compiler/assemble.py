@@ -5,8 +5,9 @@ import time
 from dataclasses import dataclass
 
 from aircc.formats import OmFile
+from aircc.formats.kinds import Impl
 from aircc.formats.model_section import IOSpec, ModelSection, OnnxRecord, TargetRecord
-from aircc.ops import Trait, has_trait, node_def
+from aircc.ops import Trait, has_trait
 
 from .ir.graph import Graph
 from .passes.base import declared_stats
@@ -58,7 +59,7 @@ def fallback_nodes(graph: Graph) -> list[dict]:
             for n in graph.walk()
             if not has_trait(n.op, Trait.DEVICE_TASK, n.domain)
             and not has_trait(n.op, Trait.CONTROL_FLOW, n.domain)
-            and (n.meta.get("impl") == "fallback" or not node_def(n).native)]
+            and (n.impl is Impl.FALLBACK or not n.definition.native)]
 
 
 def onnx_record(metadata: dict | None, inputs: list[IOSpec],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import onnx
 
 from aircc.compiler.assemble import CompiledModel
+from aircc.formats.kinds import Placement
 from aircc.ops import Trait, has_trait, kernel_backend, resolve_target
 from aircc.ops.catalog import kernel_source
 
@@ -122,7 +123,7 @@ def kernels(compiled: CompiledModel, graph: OnnxGraph) -> list[Kernel]:
         tiling = n.meta.get("tiling") or {}
         name = tiling.get("backend") or kernel_source(backend, n.op, n.version, n.domain,
                                                       n.on_fallback) or ""
-        if n.meta.get("placement") == "host":
+        if n.placement is Placement.HOST:
             name = "host"
         out.append(Kernel(n.name, n.op, n.domain, name, tiling.get("impl"), covered,
                           tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))))
