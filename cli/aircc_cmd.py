@@ -17,16 +17,18 @@ from .shapes import parse_input_shapes
 
 @contextlib.contextmanager
 def compile_progress(show: bool):
-    """A progress bar over the compile's stages (on stderr) when ``show``; yields the
-    callback for :func:`~aircc.compiler.driver.compile_model` (None when not shown)."""
+    """A progress bar over the stages the compile runs (on stderr) when ``show``; yields the
+    callback for :func:`~aircc.compiler.driver.compile_model` (None when not shown), which
+    tells the bar its length as the compile knows it."""
     if not show:
         yield None
         return
-    from aircc.compiler.stages import FRONT, STATIC_STAGES
-
-    with click.progressbar(length=len(FRONT) + len(STATIC_STAGES), label="compiling",
-                           file=sys.stderr, item_show_func=lambda s: s) as bar:
-        yield lambda stage: bar.update(1, stage)
+    with click.progressbar(length=1, label="compiling", file=sys.stderr,
+                           item_show_func=lambda s: s) as bar:
+        def step(stage: str, planned: int) -> None:
+            bar.length = planned
+            bar.update(1, stage)
+        yield step
 
 
 def dump_json(model: str, json_path: str | None, input_shapes: tuple[str, ...],
@@ -160,7 +162,7 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     with compile_progress(not quiet and sys.stdout.isatty()) as progress:
         compiled = compile_model(model, options, progress)
     if emit == "report":
-        click.echo(json.dumps(compiled.report, indent=2))
+        click.echo(json.dumps(compiled.report.to_payload(), indent=2))
         return
     if emit == "dot":
         from aircc.formats.dot import to_dot
@@ -172,22 +174,22 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     except OSError as e:
         raise CommandLineError(f"cannot write --output {output!r}: {e.strerror or e}") from None
     r = compiled.report
-    if r["mode"] == "dynamic":
-        memory = f"{r['host_kernels']} host kernels, {r['host_ops']} host-placed ops"
+    if r.host is not None:
+        memory = f"{r.host.host_kernels} host kernels, {r.host.host_ops} host-placed ops"
     else:
-        memory = (f"arena {r['arena_bytes']} bytes (lower bound {r.get('lower_bound_bytes')}, "
-                  f"no reuse {r.get('no_reuse_bytes')})")
-        if r.get("gears"):
-            memory += f", gears {r['gears']}"
-    click.echo(f"compiled {model} -> {output} ({size} bytes, {r['mode']} mode): {r['kernels']} "
-               f"kernels on {r['streams']} stream(s), {r['events']} events, {memory}, "
-               f"{r['total_seconds']:.2f} s")
-    slow = r.get("fallback_nodes") or []
+        memory = (f"arena {r.memory.arena_bytes} bytes (lower bound {r.memory.lower_bound_bytes}, "
+                  f"no reuse {r.memory.no_reuse_bytes})")
+        if r.gears:
+            memory += f", gears {r.gears}"
+    click.echo(f"compiled {model} -> {output} ({size} bytes, {r.mode} mode): {r.kernels} "
+               f"kernels on {r.streams} stream(s), {r.events} events, {memory}, "
+               f"{r.total_seconds:.2f} s")
+    slow = r.fallback_nodes
     if slow:
-        ops = sorted({n["op"] for n in slow})
+        ops = sorted({n.op for n in slow})
         click.echo(f"fallback kernels (onnx reference implementation): {len(slow)} node(s), "
                    f"ops {', '.join(ops)}: "
-                   f"{', '.join(n['node'] for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
+                   f"{', '.join(n.node for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
     if then_verify:
         from .verify_cmd import verify_compiled
 

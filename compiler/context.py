@@ -60,8 +60,9 @@ class CompileContext:
         """Time per stage and per pass."""
         self._target: Target | None = None
         self._backend: KernelBackend | None = None
-        self.progress: Callable[[str], None] | None = None
-        """Called with each stage's name when it ends (a command line's progress bar)."""
+        self.progress: Callable[[str, int], None] | None = None
+        """Called with each stage's name when it ends and the number of stages the compile
+        runs (a command line's progress bar)."""
 
     @property
     def target(self) -> Target:

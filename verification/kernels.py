@@ -112,7 +112,7 @@ class Kernel:
 
 def kernels(compiled: CompiledModel, graph: OnnxGraph) -> list[Kernel]:
     """Every kernel of ``compiled``'s main graph in order, mapped back to ``graph``."""
-    backend = kernel_backend(resolve_target(compiled.report["target"]).backend)
+    backend = kernel_backend(resolve_target(compiled.report.target).backend)
     out = []
     for n in compiled.graph.nodes:
         if has_trait(n.op, Trait.DEVICE_TASK, n.domain):

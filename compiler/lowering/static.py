@@ -36,10 +36,6 @@ class StaticSections:
     tiling: TilingSection
     weights: dict[str, np.ndarray]
 
-    def payloads(self) -> dict:
-        return {"tasks": self.tasks.to_payload(), "memory_plan": self.memory_plan.to_payload(),
-                "tiling": self.tiling.to_payload()}
-
 
 def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, int], int]:
     """Offsets of the constants the tasks read, in the weights region.  A constant of

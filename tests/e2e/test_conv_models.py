@@ -53,7 +53,7 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
         monkeypatch.setattr(conv_choice, "STACKED_MAX_CHANNEL_SHARE", 1.0)
     m = _conv_net(channels, group, size)
     compiled = aircc.compile(m, streams=1, target=TARGET.name)
-    assert compiled.report["packed_conv_weights"] == expect
+    assert compiled.report.stats["packed_conv_weights"] == expect
     if size == 7:
         for n in compiled.graph.nodes:
             if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":
@@ -86,7 +86,7 @@ def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
         m = model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
                   [tensor("x", [1, 64, size, size])], [tensor("y", [1, 48, size, size])], [w])
         compiled = aircc.compile(m, streams=1, target=TARGET.name)
-        assert compiled.report["packed_conv_weights"] == packed
+        assert compiled.report.stats["packed_conv_weights"] == packed
         conv = next(n for n in compiled.graph.nodes if n.op == "Conv")
         mode = CONV.tile([compiled.graph.types[i] for i in conv.inputs], conv.attrs, TARGET)["mode"]
         assert mode == ("taps" if packed else "wide")
@@ -133,7 +133,7 @@ def test_compiled_model_keeps_onnx_layout_and_matches_onnxruntime():
              helper.make_node("Conv", ["r", "W2"], ["y"], pads=[1, 1, 1, 1])]
     m = model(nodes, [tensor("x", [1, 64, 28, 28])], [tensor("y", [1, 128, 14, 14])], [w1, b1, w2])
     compiled = aircc.compile(m, streams=1, target=TARGET.name)
-    assert compiled.report["packed_conv_weights"] == 0
+    assert compiled.report.stats["packed_conv_weights"] == 0
     convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
     tiles = [CONV.tile([compiled.graph.types[i] for i in n.inputs], n.attrs, TARGET).get("tile") for n in convs]
     assert sorted(tiles) == [2, 4]
