@@ -112,6 +112,9 @@ def main():
               show_default=True,
               help="Activation layout of convolution regions: auto (as the target's kernel "
                    "backend wants), nhwc (channels-last wherever possible), nchw (as ONNX).")
+@click.option("--winograd", type=click.Choice(["auto", "off", "2", "4"]), default=None,
+              help="The oneDNN backend's Winograd convolutions: auto (where they pay), off, or "
+                   "tile 2 or 4 wherever a conv qualifies (default: $AIRCC_WINOGRAD, else auto).")
 @click.option("--stream-priority", "stream_priorities", multiple=True, metavar="STREAM=P",
               help="Give stream STREAM (an index, as the compile report counts them) priority "
                    "P in -7..7 (repeatable; higher is served first on shared compute units).")
@@ -124,8 +127,8 @@ def main():
                    "mismatch (the .om is still written).")
 @log.levelled
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            json_path, dynamic_batch, emit, target, layout, stream_priorities, log_level, quiet,
-            then_verify):
+            json_path, dynamic_batch, emit, target, layout, winograd, stream_priorities, log_level,
+            quiet, then_verify):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -149,7 +152,8 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                              mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
                              split_matrix_branches=split_matrix_branches, target=target,
                              channels_last={"auto": None, "nhwc": True, "nchw": False}[layout],
-                             stream_priorities=parse_stream_priorities(stream_priorities))
+                             stream_priorities=parse_stream_priorities(stream_priorities),
+                             **({"winograd": winograd} if winograd else {}))
     if emit == "om":
         if not output:
             raise CommandLineError("missing -o/--output (or use --emit ir, report or dot)")

@@ -192,3 +192,36 @@ def test_winograd_convs_on_onednn_match_onnxruntime(tmp_path, batch):
         kinds = sorted(line.split("winograd ")[1][:9] for line in shown.splitlines()
                        if "winograd F(" in line)
         assert kinds == ["F(2x2, 3x", "F(4x4, 3x", "F(4x4, 3x"], shown
+
+
+@pytest.mark.skipif(kernel_backend("dnnl").unavailable_reason() is not None,
+                    reason="oneDNN is not installed")
+def test_the_winograd_option_reaches_the_tiling_and_keys_the_compile_cache(tmp_path, aircc_env):
+    """``winograd`` is a compile option: ``off`` plans no Winograd conv where ``auto`` plans
+    three, whatever ``$AIRCC_WINOGRAD`` says (it is only the default), and a session's compile
+    cache keeps two compiles that differ only in it apart."""
+    from aircc.executor.kernels.dnnl_backend import winograd
+
+    if not winograd.available():
+        pytest.skip("the C transforms were not built")
+
+    def planned(compiled) -> int:
+        return sum(1 for t in compiled.om.parsed().tiling.entries if t.get("winograd"))
+
+    m = _residual_net(2)
+    aircc_env("AIRCC_WINOGRAD", "off")
+    assert planned(aircc.compile(m)) == 0
+    assert planned(aircc.compile(m, winograd="auto")) == 3
+    aircc_env("AIRCC_WINOGRAD", "auto")
+    assert planned(aircc.compile(m, winograd="off")) == 0
+    aircc_env("AIRCC_CACHE_DIR", str(tmp_path))
+    entries = {}
+    for mode in ("auto", "off"):
+        sess = aircc.InferenceSession(m.SerializeToString(),
+                                      providers=[("AirccVirtualDeviceProvider", {"winograd": mode})])
+        entries[mode] = sess.compile_cache
+    assert entries["auto"].path != entries["off"].path
+    assert [e.status for e in entries.values()] == ["compiled", "compiled"]
+    cached = {mode: sum(1 for t in aircc.formats.load_om(e.path).parsed().tiling.entries
+                        if t.get("winograd")) for mode, e in entries.items()}
+    assert cached == {"auto": 3, "off": 0}
