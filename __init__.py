@@ -39,14 +39,16 @@ def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
             dynamic_batch: list[int] | None = None, passes: list[str] | None = None,
             min_branch_bytes: int | None = None, split_matrix_branches: bool = False,
             target: str | None = None, channels_last: bool | None = None,
-            stream_priorities: dict[int, int] | None = None) -> CompiledModel:
+            stream_priorities: dict[int, int] | None = None,
+            winograd: str | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     ``target`` names the compile target (``native``, ``cpu-avx2``, ``cpu-avx512``; default
     ``$AIRCC_TARGET`` or ``native``); ``channels_last`` plans convolution regions NHWC
     (None: as the target's kernel backend wants); ``stream_priorities``: ``{stream index:
     priority}`` in [-7, 7] (higher is served first when streams share the device's compute
-    units).  Returns the
+    units); ``winograd``: the oneDNN backend's Winograd mode, ``auto``, ``off``, ``2`` or ``4``
+    (default ``$AIRCC_WINOGRAD``, else ``auto``).  Returns the
     :class:`~aircc.compiler.driver.CompiledModel` (its ``om``, optimised ``graph`` and
     compile ``report``).
     """
@@ -59,7 +61,8 @@ def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
                                                     min_branch_bytes=min_branch_bytes,
                                                     split_matrix_branches=split_matrix_branches,
                                                     target=target, channels_last=channels_last,
-                                                    stream_priorities=dict(stream_priorities or {})))
+                                                    stream_priorities=dict(stream_priorities or {}),
+                                                    **({"winograd": winograd} if winograd else {})))
     if output is not None:
         compiled.save(output)
     return compiled

@@ -13,9 +13,11 @@ its environment on purpose).  An invalid value raises
                                when ``AIRCC_TARGET`` is not set
 ``AIRCC_BLAS``                 ``numpy``: the numpy backend's GEMM with accumulate computes
                                with numpy alone instead of calling its CBLAS
-``AIRCC_WINOGRAD``             the oneDNN backend's Winograd convolutions at compile time:
-                               ``auto`` (default: where they pay), ``off``, ``2`` or ``4``
-                               (that tile wherever a conv qualifies)
+``AIRCC_WINOGRAD``             the oneDNN backend's Winograd convolutions: the default of
+                               ``CompileOptions.winograd`` (``aircc compile --winograd``) and
+                               a dynamic model's run-time tiling: ``auto`` (default: where
+                               they pay), ``off``, ``2`` or ``4`` (that tile wherever a conv
+                               qualifies)
 ``AIR_DEVICE_MEMORY``          capacity of a new virtual device (``512M``, ``8G``); default 8G
 ``AIR_DEVICE_CPUS``            CPUs a new device's stream workers run on (``0``, ``0-1``)
 ``AIR_RUNTIME_CORE_NUMBER``    dynamic models' host threads: 1 or 3 (default 3)
@@ -100,6 +102,10 @@ def parse_bytes(text: str) -> int:
     return value
 
 
+#: The oneDNN backend's Winograd modes: the shape rule, never, or that tile wherever it can.
+WINOGRAD_MODES = ("auto", "off", "2", "4")
+
+
 @dataclass(frozen=True)
 class Settings:
     """The defaults the environment sets."""
@@ -174,7 +180,7 @@ def _read(env) -> Settings:
     if blas not in ("cblas", "numpy"):
         raise ConfigError(f"AIRCC_BLAS={env['AIRCC_BLAS']!r}: expected numpy or cblas (or unset)")
     winograd = (env.get("AIRCC_WINOGRAD") or "auto").strip().lower()
-    if winograd not in ("auto", "off", "2", "4"):
+    if winograd not in WINOGRAD_MODES:
         raise ConfigError(f"AIRCC_WINOGRAD={env['AIRCC_WINOGRAD']!r}: expected auto, off, 2 or 4 "
                           f"(or unset: auto)")
     memory = DEFAULT_DEVICE_MEMORY

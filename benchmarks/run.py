@@ -278,8 +278,8 @@ def _timed(prepared: dict, sess, feeds, rounds, warmup, min_seconds: float = 0.0
             peak = (stats.peak_allocated_bytes + stats.prepared_bytes
                     + sum(w.nbytes for w in compiled.om.weights.values()))
         out["targets"][name] = {
-            "compiled_for": compiled.report["target"], "mode": compiled.report["mode"],
-            "kernels": compiled.report["kernels"], "streams": compiled.report["streams"],
+            "compiled_for": compiled.report.target, "mode": compiled.report.mode,
+            "kernels": compiled.report.kernels, "streams": compiled.report.streams,
             "aircc_ms": 1e3 * statistics.median(times[i]), "ratio": statistics.median(ratios[i]),
             "host_us_per_inference": 1e6 * statistics.median(host[i]),
             "peak_device_bytes": int(peak), "compile_s": p["compile_s"],

@@ -58,8 +58,8 @@ def compile_scaling(sizes) -> list[dict]:
             # and would keep them on one): the series times the multi-stream analysis
             compiled = compile_model(m, CompileOptions(split_matrix_branches=True))
             out.append({"series": series, "nodes": len(m.graph.node),
-                        "compile_s": time.perf_counter() - t, "kernels": compiled.report["kernels"],
-                        "streams": compiled.report["streams"]})
+                        "compile_s": time.perf_counter() - t, "kernels": compiled.report.kernels,
+                        "streams": compiled.report.streams})
     return out
 
 

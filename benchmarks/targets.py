@@ -9,6 +9,7 @@ import onnx
 import aircc
 from aircc.compiler.driver import CompileOptions, compile_model
 from aircc.errors import CompileOptionError, TargetUnavailableError
+from aircc.formats.kinds import Impl
 from aircc.ops import device as device_dialect, kernel_backend, resolve_target
 
 
@@ -41,7 +42,7 @@ def usable_targets(names: list[str], device=None) -> tuple[dict[str, str], dict[
         try:
             compiled = compile_model(_probe_model(), CompileOptions(target=name))
             aircc.load(compiled.om, device=device).close()
-            usable[name] = resolve_target(compiled.report["target"]).describe()
+            usable[name] = resolve_target(compiled.report.target).describe()
         except (CompileOptionError, TargetUnavailableError) as e:
             skipped[name] = f"{type(e).__name__}: {e}"
             print(f"target {name} skipped: {skipped[name]}", flush=True)
@@ -52,12 +53,12 @@ def fallback_ops(compiled) -> dict[str, int]:
     """Op type -> count of the optimised graph's nodes that run on the fallback kernel
     (onnx's reference op): those the compiler marked so, and those of ops the target's
     kernel backend has no kernel of its own for."""
-    backend = kernel_backend(resolve_target(compiled.report["target"]).backend)
+    backend = kernel_backend(resolve_target(compiled.report.target).backend)
     ops: Counter = Counter()
     for node in compiled.graph.walk():
         if node.domain == device_dialect.DOMAIN:          # the device's own dialect
             continue
-        if node.meta.get("impl") == "fallback":
+        if node.impl is Impl.FALLBACK:
             ops[node.op] += 1
             continue
         try:

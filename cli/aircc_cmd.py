@@ -17,16 +17,18 @@ from .shapes import parse_input_shapes
 
 @contextlib.contextmanager
 def compile_progress(show: bool):
-    """A progress bar over the compile's stages (on stderr) when ``show``; yields the
-    callback for :func:`~aircc.compiler.driver.compile_model` (None when not shown)."""
+    """A progress bar over the stages the compile runs (on stderr) when ``show``; yields the
+    callback for :func:`~aircc.compiler.driver.compile_model` (None when not shown), which
+    tells the bar its length as the compile knows it."""
     if not show:
         yield None
         return
-    from aircc.compiler.stages import FRONT, STATIC_STAGES
-
-    with click.progressbar(length=len(FRONT) + len(STATIC_STAGES), label="compiling",
-                           file=sys.stderr, item_show_func=lambda s: s) as bar:
-        yield lambda stage: bar.update(1, stage)
+    with click.progressbar(length=1, label="compiling", file=sys.stderr,
+                           item_show_func=lambda s: s) as bar:
+        def step(stage: str, planned: int) -> None:
+            bar.length = planned
+            bar.update(1, stage)
+        yield step
 
 
 def dump_json(model: str, json_path: str | None, input_shapes: tuple[str, ...],
@@ -110,6 +112,9 @@ def main():
               show_default=True,
               help="Activation layout of convolution regions: auto (as the target's kernel "
                    "backend wants), nhwc (channels-last wherever possible), nchw (as ONNX).")
+@click.option("--winograd", type=click.Choice(["auto", "off", "2", "4"]), default=None,
+              help="The oneDNN backend's Winograd convolutions: auto (where they pay), off, or "
+                   "tile 2 or 4 wherever a conv qualifies (default: $AIRCC_WINOGRAD, else auto).")
 @click.option("--stream-priority", "stream_priorities", multiple=True, metavar="STREAM=P",
               help="Give stream STREAM (an index, as the compile report counts them) priority "
                    "P in -7..7 (repeatable; higher is served first on shared compute units).")
@@ -122,8 +127,8 @@ def main():
                    "mismatch (the .om is still written).")
 @log.levelled
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            json_path, dynamic_batch, emit, target, layout, stream_priorities, log_level, quiet,
-            then_verify):
+            json_path, dynamic_batch, emit, target, layout, winograd, stream_priorities, log_level,
+            quiet, then_verify):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -147,7 +152,8 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                              mode=mode, dynamic_batch=gears, min_branch_bytes=min_branch_bytes,
                              split_matrix_branches=split_matrix_branches, target=target,
                              channels_last={"auto": None, "nhwc": True, "nchw": False}[layout],
-                             stream_priorities=parse_stream_priorities(stream_priorities))
+                             stream_priorities=parse_stream_priorities(stream_priorities),
+                             **({"winograd": winograd} if winograd else {}))
     if emit == "om":
         if not output:
             raise CommandLineError("missing -o/--output (or use --emit ir, report or dot)")
@@ -160,7 +166,7 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     with compile_progress(not quiet and sys.stdout.isatty()) as progress:
         compiled = compile_model(model, options, progress)
     if emit == "report":
-        click.echo(json.dumps(compiled.report, indent=2))
+        click.echo(json.dumps(compiled.report.to_payload(), indent=2))
         return
     if emit == "dot":
         from aircc.formats.dot import to_dot
@@ -172,22 +178,22 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     except OSError as e:
         raise CommandLineError(f"cannot write --output {output!r}: {e.strerror or e}") from None
     r = compiled.report
-    if r["mode"] == "dynamic":
-        memory = f"{r['host_kernels']} host kernels, {r['host_ops']} host-placed ops"
+    if r.host is not None:
+        memory = f"{r.host.host_kernels} host kernels, {r.host.host_ops} host-placed ops"
     else:
-        memory = (f"arena {r['arena_bytes']} bytes (lower bound {r.get('lower_bound_bytes')}, "
-                  f"no reuse {r.get('no_reuse_bytes')})")
-        if r.get("gears"):
-            memory += f", gears {r['gears']}"
-    click.echo(f"compiled {model} -> {output} ({size} bytes, {r['mode']} mode): {r['kernels']} "
-               f"kernels on {r['streams']} stream(s), {r['events']} events, {memory}, "
-               f"{r['total_seconds']:.2f} s")
-    slow = r.get("fallback_nodes") or []
+        memory = (f"arena {r.memory.arena_bytes} bytes (lower bound {r.memory.lower_bound_bytes}, "
+                  f"no reuse {r.memory.no_reuse_bytes})")
+        if r.gears:
+            memory += f", gears {r.gears}"
+    click.echo(f"compiled {model} -> {output} ({size} bytes, {r.mode} mode): {r.kernels} "
+               f"kernels on {r.streams} stream(s), {r.events} events, {memory}, "
+               f"{r.total_seconds:.2f} s")
+    slow = r.fallback_nodes
     if slow:
-        ops = sorted({n["op"] for n in slow})
+        ops = sorted({n.op for n in slow})
         click.echo(f"fallback kernels (onnx reference implementation): {len(slow)} node(s), "
                    f"ops {', '.join(ops)}: "
-                   f"{', '.join(n['node'] for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
+                   f"{', '.join(n.node for n in slow[:8])}{', ...' if len(slow) > 8 else ''}")
     if then_verify:
         from .verify_cmd import verify_compiled
 

@@ -2,17 +2,68 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from aircc.formats import OmFile
+from aircc.formats.kinds import Impl
 from aircc.formats.model_section import IOSpec, ModelSection, OnnxRecord, TargetRecord
-from aircc.ops import Trait, has_trait, node_def
+from aircc.ops import Trait, has_trait
 
 from .ir.graph import Graph
 from .passes.base import declared_stats
-from .stages import Compilation
+from .stages import Compilation, HostFacts, MemoryFacts
 
 PRODUCER = "aircc 0.1.0"
+
+
+@dataclass(frozen=True)
+class FallbackNode:
+    """A node whose kernel is the fallback: onnx's reference implementation."""
+
+    node: str
+    op: str
+    domain: str = ""
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """What a compile did: the passes' statistics, the schedule, the lowering's facts, the
+    timings.  The .om keeps it as the plain map :meth:`to_payload` makes (the model
+    section's ``compile_report``, which ``aircc inspect`` reads)."""
+
+    mode: str
+    target: str
+    """The compile target's name."""
+    imported_nodes: int
+    kernels: int
+    """Nodes after the optimisation pipeline."""
+    stats: dict[str, int]
+    """Every declared pass statistic by name (``fused_attention``, ...), 0 when not counted."""
+    streams: int
+    events: int
+    fallback_nodes: list[FallbackNode]
+    """Nodes (bodies included) run by the fallback kernel."""
+    memory: MemoryFacts | None
+    """The memory plan (static mode and gears)."""
+    host: HostFacts | None
+    """The host work (dynamic mode)."""
+    gears: list[int] | None
+    """The batch sizes of a model with gears."""
+    seconds: dict[str, float]
+    """Wall time per stage and per pass."""
+    total_seconds: float
+
+    def to_payload(self) -> dict:
+        """The report as the .om stores it: one flat map, statistics and facts as keys."""
+        return {
+            "mode": self.mode, "target": self.target, "imported_nodes": self.imported_nodes,
+            "kernels": self.kernels, **self.stats, "streams": self.streams, "events": self.events,
+            "fallback_nodes": [{"node": n.node, "op": n.op, **({"domain": n.domain} if n.domain else {})}
+                               for n in self.fallback_nodes],
+            **(asdict(self.memory) if self.memory else {}), **(asdict(self.host) if self.host else {}),
+            **({"gears": self.gears} if self.gears is not None else {}),
+            "seconds": self.seconds, "total_seconds": self.total_seconds,
+        }
 
 
 @dataclass
@@ -21,7 +72,7 @@ class CompiledModel:
 
     graph: Graph
     om: OmFile
-    report: dict
+    report: CompileReport
 
     def save(self, path) -> int:
         from aircc.formats import save_om
@@ -35,30 +86,27 @@ def io_specs(graph: Graph, names: list[str]) -> list[IOSpec]:
             for n in names]
 
 
-def compile_report(c: Compilation, t0: float) -> dict:
+def compile_report(c: Compilation, t0: float) -> CompileReport:
     """What the compile did: every declared pass statistic, the schedule, the memory plan,
     the timings."""
-    ctx = c.ctx
-    return {
-        "mode": c.mode, "target": ctx.target.name,
-        "imported_nodes": c.facts.get("imported_nodes"), "kernels": c.kernels,
-        **{stat: ctx.stats.get(stat, 0) for stat in declared_stats()},
-        "streams": c.graph.meta.get("streams", 1), "events": c.graph.meta.get("events", 0),
-        "fallback_nodes": fallback_nodes(c.graph),
-        **{k: v for k, v in c.facts.items() if k != "imported_nodes"},
-        "seconds": {k: round(v, 4) for k, v in ctx.seconds.items()},
-        "total_seconds": round(time.perf_counter() - t0, 4),
-    }
+    ctx, facts = c.ctx, c.facts
+    return CompileReport(
+        mode=c.mode, target=ctx.target.name, imported_nodes=facts.imported_nodes,
+        kernels=facts.kernels, stats={stat: ctx.stats.get(stat, 0) for stat in declared_stats()},
+        streams=c.graph.meta.get("streams", 1), events=c.graph.meta.get("events", 0),
+        fallback_nodes=fallback_nodes(c.graph), memory=facts.memory, host=facts.host,
+        gears=facts.gears, seconds={k: round(v, 4) for k, v in ctx.seconds.items()},
+        total_seconds=round(time.perf_counter() - t0, 4))
 
 
-def fallback_nodes(graph: Graph) -> list[dict]:
+def fallback_nodes(graph: Graph) -> list[FallbackNode]:
     """The nodes (bodies included) whose kernel is the fallback: onnx's reference
     implementation, because no native kernel covers the op or this use of it."""
-    return [{"node": n.name, "op": n.op, **({"domain": n.domain} if n.domain else {})}
+    return [FallbackNode(n.name, n.op, n.domain)
             for n in graph.walk()
             if not has_trait(n.op, Trait.DEVICE_TASK, n.domain)
             and not has_trait(n.op, Trait.CONTROL_FLOW, n.domain)
-            and (n.meta.get("impl") == "fallback" or not node_def(n).native)]
+            and (n.impl is Impl.FALLBACK or not n.definition.native)]
 
 
 def onnx_record(metadata: dict | None, inputs: list[IOSpec],
@@ -81,11 +129,9 @@ def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec
         opsets={k or "ai.onnx": v for k, v in c.graph.opsets.items()},
         inputs=inputs, outputs=outputs,
         target=TargetRecord(target.name, target.backend, target.vector_class),
-        source_producer=c.graph.meta.get("producer", ""), compile_report=report,
+        source_producer=c.graph.meta.get("producer", ""), compile_report=report.to_payload(),
         onnx=onnx_record(c.graph.meta.get("onnx"), inputs, outputs))
     payloads = {"model": model.to_payload(),
-                **{name: s.to_payload() for name, s in c.sections.items()}}
-    if c.mode == "dynamic":
-        payloads["tiling"] = {"entries": []}
+                **{name: s.to_payload() for name, s in c.sections.made().items()}}
     om = OmFile(mode=c.mode, sections=payloads, weights=c.weights)
     return CompiledModel(graph=c.graph, om=om, report=report)

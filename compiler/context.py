@@ -9,10 +9,13 @@ its time in ``seconds``.  Nothing travels through the graph's ``meta``.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from aircc.config import WINOGRAD_MODES, settings
+from aircc.errors import CompileOptionError
 from aircc.ops import KernelBackend, Target, kernel_backend, resolve_target
 from aircc.ops.types import Dim
 
@@ -47,6 +50,10 @@ class CompileOptions:
     stream_priorities: Mapping[int, int] = field(default_factory=dict)
     """Priority of a stream by its index (higher is served first when streams share the
     device's compute units); streams not named get 0."""
+    winograd: str = field(default_factory=lambda: settings().winograd)
+    """The oneDNN backend's Winograd convolutions: ``auto`` (where its shape rule says they
+    pay), ``off``, ``2`` or ``4`` (that tile wherever a conv qualifies); by default
+    ``$AIRCC_WINOGRAD``, else ``auto``."""
 
 
 class CompileContext:
@@ -60,14 +67,19 @@ class CompileContext:
         """Time per stage and per pass."""
         self._target: Target | None = None
         self._backend: KernelBackend | None = None
-        self.progress: Callable[[str], None] | None = None
-        """Called with each stage's name when it ends (a command line's progress bar)."""
+        self.progress: Callable[[str, int], None] | None = None
+        """Called with each stage's name when it ends and the number of stages the compile
+        runs (a command line's progress bar)."""
 
     @property
     def target(self) -> Target:
-        """The compile target (resolved once)."""
+        """The compile target (resolved once), with the options' Winograd mode for the tilings."""
         if self._target is None:
-            self._target = resolve_target(self.options.target)
+            if self.options.winograd not in WINOGRAD_MODES:
+                raise CompileOptionError(f"--winograd must be one of {', '.join(WINOGRAD_MODES)}, "
+                                         f"got {self.options.winograd!r}")
+            self._target = dataclasses.replace(resolve_target(self.options.target),
+                                               winograd=self.options.winograd)
         return self._target
 
     @property

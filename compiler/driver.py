@@ -47,9 +47,10 @@ def cyclic_gc_paused():
 
 
 def compile_model(source, options: CompileOptions | None = None,
-                  progress: Callable[[str], None] | None = None) -> CompiledModel:
+                  progress: Callable[[str, int], None] | None = None) -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto) into an in-memory .om;
-    ``progress`` is called with each stage's name as it ends."""
+    ``progress`` is called with each stage's name as it ends and the number of stages
+    the compile runs (:func:`~.stages.planned_stages`: known once the mode is)."""
     options = options if options is not None else CompileOptions()
     with cyclic_gc_paused():
         if options.dynamic_batch:

@@ -8,13 +8,17 @@ and hands the next one a plain structure: the IR graph, then the typed sections 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
 
 from aircc.errors import CompileOptionError
 from aircc.formats.checks import PRIORITY_RANGE
+from aircc.formats.exec_graph import ExecGraphSection
+from aircc.formats.gears import GearsSection
+from aircc.formats.memory_plan import MemoryPlanSection
+from aircc.formats.tasks import TasksSection, TilingSection
 from aircc.log import get as get_log
 
 from .context import MODES, CompileContext
@@ -35,6 +39,63 @@ from .schedule.streams import assign_streams
 
 
 @dataclass
+class Sections:
+    """The typed sections the lowering made for the writer, each named as in the .om;
+    None: not in this model."""
+
+    tasks: TasksSection | None = None
+    memory_plan: MemoryPlanSection | None = None
+    tiling: TilingSection | None = None
+    exec_graph: ExecGraphSection | None = None
+    gears: GearsSection | None = None
+
+    def made(self) -> dict[str, object]:
+        """The sections made, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """What the static lowering reports of its memory plan."""
+
+    arena_bytes: int
+    lower_bound_bytes: int
+    """The most bytes live at any one time: no plan of these buffers needs less arena."""
+    no_reuse_bytes: int
+    """The arena if no buffer shared memory with another."""
+    memory_strategy: str
+    """The placement order that gave the smallest arena."""
+    weights_bytes: int
+    concats_in_place: int
+    reshapes_in_place: int
+    values_in_place: int
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What the dynamic lowering reports of its execute graph."""
+
+    host_ops: int
+    """Nodes placed on the host."""
+    host_kernels: int
+
+
+@dataclass
+class Facts:
+    """What the stages report of a compile, beyond the passes' statistics."""
+
+    imported_nodes: int = 0
+    kernels: int = 0
+    """Nodes after the optimisation pipeline."""
+    memory: MemoryFacts | None = None
+    """The static lowering's (None in dynamic mode)."""
+    host: HostFacts | None = None
+    """The dynamic lowering's (None in static mode)."""
+    gears: list[int] | None = None
+    """The batch sizes of a model with gears."""
+
+
+@dataclass
 class Compilation:
     """One compile's state as it moves through the stages."""
 
@@ -43,12 +104,9 @@ class Compilation:
     graph: Graph | None = None
     mode: str = ""
     plan: MemoryPlan | None = None
-    sections: dict = field(default_factory=dict)
-    """Typed sections by name, for the writer."""
+    sections: Sections = field(default_factory=Sections)
     weights: dict[str, np.ndarray] = field(default_factory=dict)
-    facts: dict = field(default_factory=dict)
-    """What the lowering reports (arena, host kernels, ...)."""
-    kernels: int = 0
+    facts: Facts = field(default_factory=Facts)
 
 
 Stage = tuple[str, Callable[[Compilation], None]]
@@ -64,14 +122,14 @@ def _graph_stage(fn) -> Callable[[Compilation], None]:
 
 def import_stage(c: Compilation) -> None:
     c.graph = import_onnx(c.source, c.ctx.options.input_shapes)
-    c.facts["imported_nodes"] = len(c.graph.nodes)
+    c.facts.imported_nodes = len(c.graph.nodes)
 
 
 def passes_stage(c: Compilation) -> None:
     names = c.ctx.options.passes
     c.graph = run_pipeline(c.graph, DEFAULT_PIPELINE if names is None else names, c.ctx)
     c.mode = choose_mode(c.graph, c.ctx.options.mode)
-    c.kernels = len(c.graph.nodes)
+    c.facts.kernels = len(c.graph.nodes)
 
 
 def plan_stage(c: Compilation) -> None:
@@ -97,24 +155,25 @@ def lower_static_stage(c: Compilation) -> None:
     s: StaticSections = lower_static(c.graph, c.plan)
     s.tasks.priorities = stream_priorities(c, s.tasks.streams)
     plan = c.plan
-    c.sections.update(tasks=s.tasks, memory_plan=s.memory_plan, tiling=s.tiling)
+    c.sections = Sections(tasks=s.tasks, memory_plan=s.memory_plan, tiling=s.tiling)
     c.weights = s.weights
-    c.facts.update(arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
-                   no_reuse_bytes=plan.no_reuse_bytes, memory_strategy=plan.strategy,
-                   weights_bytes=s.memory_plan.weights_bytes,
-                   concats_in_place=sum(n.op == "Concat" for n in c.graph.nodes if n.name in plan.in_place),
-                   reshapes_in_place=sum(n.op != "Concat" for n in c.graph.nodes if n.name in plan.in_place),
-                   values_in_place=len(plan.aliases))
+    in_place = [n.op for n in c.graph.nodes if n.name in plan.in_place]
+    c.facts.memory = MemoryFacts(
+        arena_bytes=plan.arena_bytes, lower_bound_bytes=plan.lower_bound_bytes,
+        no_reuse_bytes=plan.no_reuse_bytes, memory_strategy=plan.strategy,
+        weights_bytes=s.memory_plan.weights_bytes, concats_in_place=in_place.count("Concat"),
+        reshapes_in_place=len(in_place) - in_place.count("Concat"), values_in_place=len(plan.aliases))
 
 
 def lower_dynamic_stage(c: Compilation) -> None:
     exec_graph, c.weights = lower_dynamic(c.graph)
     exec_graph.priorities = stream_priorities(c, exec_graph.streams)
-    c.sections.update(exec_graph=exec_graph)
-    c.facts.update(host_ops=exec_graph.host_ops, host_kernels=len(exec_graph.kernels))
+    c.sections = Sections(exec_graph=exec_graph, tiling=TilingSection([]))  # tiled at run time
+    c.facts.host = HostFacts(host_ops=exec_graph.host_ops, host_kernels=len(exec_graph.kernels))
 
 
-FRONT: list[Stage] = [("import", import_stage), ("passes", passes_stage)]
+IMPORT: list[Stage] = [("import", import_stage)]
+FRONT: list[Stage] = IMPORT + [("passes", passes_stage)]
 STATIC_STAGES: list[Stage] = [
     ("insert-memcpy", _graph_stage(insert_memcpy)),
     ("assign-streams", _graph_stage(assign_streams)),
@@ -132,6 +191,16 @@ DYNAMIC_STAGES: list[Stage] = [
     ("lower-dynamic", lower_dynamic_stage),
 ]
 BACK = {"static": STATIC_STAGES, "dynamic": DYNAMIC_STAGES}
+GEAR_STAGES: list[Stage] = FRONT[len(IMPORT):] + STATIC_STAGES
+"""What each gear runs on its copy of the imported graph (:mod:`.lowering.gears`)."""
+
+
+def planned_stages(mode: str, gears: int = 0) -> int:
+    """How many stages a compile in ``mode`` runs; for ``auto``, before the mode is chosen,
+    as many as the longer of the modes.  ``gears``: a compile with that many gears."""
+    if gears:
+        return len(IMPORT) + gears * len(GEAR_STAGES)
+    return len(FRONT) + (len(BACK[mode]) if mode in BACK else max(len(s) for s in BACK.values()))
 
 
 def choose_mode(graph: Graph, requested: str) -> str:
@@ -173,15 +242,15 @@ def _regions(graph: Graph):
 
 
 
-
-def run_stages(c: Compilation, stages: list[Stage]) -> Compilation:
+def run_stages(c: Compilation, stages: list[Stage], planned: int | None = None) -> Compilation:
     """Run ``stages`` in order, each timed in the context (and logged, and told to the
-    context's ``progress`` callback when it has one)."""
+    context's ``progress`` callback when it has one, with the number of stages the whole
+    compile runs: ``planned``, else as :func:`planned_stages` knows it then)."""
     log = get_log("compile")
     for name, stage in stages:
         with c.ctx.timed(name):
             stage(c)
         log.info("%s: %.1f ms", name, 1e3 * c.ctx.seconds[name])
         if c.ctx.progress is not None:
-            c.ctx.progress(name)
+            c.ctx.progress(name, planned or planned_stages(c.mode or c.ctx.options.mode))
     return c

@@ -57,10 +57,7 @@ def _resolve(name: str, version: int | None, domain: str, node: str, fallback: b
     return chosen
 
 
-def node_def(node: NodeLike, fallback: bool | None = None) -> OpDef:
-    """The definition an IR node (or an .om node record) is typed with; an IR node whose
-    ``meta["impl"]`` is ``"fallback"`` gets the fallback definition."""
-    if fallback is None:
-        meta = getattr(node, "meta", None)
-        fallback = bool(meta) and meta.get("impl") == "fallback"
+def node_def(node: NodeLike, fallback: bool = False) -> OpDef:
+    """The definition an IR node (or an .om node record) is typed with; ``fallback``: the
+    fallback one (the IR's ``Node.definition`` says which)."""
     return op_def(node.op, node.version, node.domain, node.name, fallback)

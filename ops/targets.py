@@ -40,6 +40,10 @@ class Target:
     """The kernel backend that runs the kernels."""
     vector_class: str
     """The vector instructions the tilings were tuned for."""
+    winograd: str | None = None
+    """The Winograd mode the oneDNN backend's conv tilings use (``auto``, ``off``, ``2``,
+    ``4``): a compile sets its ``CompileOptions.winograd``; None (a dynamic model's run-time
+    tiling): ``$AIRCC_WINOGRAD``.  Not recorded in the .om: the tilings it chose are."""
 
     def to_payload(self) -> dict:
         return {"name": self.name, "backend": self.backend, "vector_class": self.vector_class}

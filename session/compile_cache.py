@@ -68,7 +68,8 @@ def external_data_files(model: onnx.ModelProto, base_dir: str) -> list[str]:
 
 def cache_key(model_bytes: bytes, model: onnx.ModelProto, base_dir: str,
               options: CompileOptions) -> str:
-    """The hex key of the .om that compiling ``model_bytes`` with ``options`` gives."""
+    """The hex key of the .om that compiling ``model_bytes`` with ``options`` gives: every
+    field of ``CompileOptions`` (``dataclasses.asdict``), the target resolved."""
     target = resolve_target(options.target)
     h = hashlib.sha256(f"aircc {aircc.__version__}\0".encode())
     h.update(hashlib.sha256(model_bytes).digest())

@@ -49,7 +49,7 @@ ORT_PROVIDERS = (
     "XnnpackExecutionProvider", "CANNExecutionProvider", "AzureExecutionProvider",
     "ROCMExecutionProvider", "CPUExecutionProvider")
 #: Options of ``AirccVirtualDeviceProvider`` (values may be strings, as onnxruntime's are).
-PROVIDER_OPTIONS = ("device_id", "target", "mode", "runtime_core_number", "timeout",
+PROVIDER_OPTIONS = ("device_id", "target", "mode", "winograd", "runtime_core_number", "timeout",
                     "priority", "pad_to_gear", "replay")
 #: onnxruntime's ``ModelMetadata.version`` of a model that sets none.
 NO_VERSION = 2**63 - 1
@@ -210,7 +210,8 @@ class InferenceSession:
 
     def _compile_options(self, model: onnx.ModelProto) -> CompileOptions:
         """The compile the options ask for: passes by optimisation level (less the disabled
-        ones), target and mode from the provider options, input shapes from free-dim overrides."""
+        ones), target, mode and Winograd mode from the provider options, input shapes from
+        free-dim overrides."""
         passes = (list(MINIMAL_PIPELINE) if self._options.graph_optimization_level
                   == GraphOptimizationLevel.ORT_DISABLE_ALL else None)
         if self._disabled:
@@ -224,9 +225,10 @@ class InferenceSession:
                 shapes[v.name] = [d.dim_value if d.HasField("dim_value") else
                                   overrides.get(d.dim_param, d.dim_param or f"{v.name}_{j}")
                                   for j, d in enumerate(dims)]
+        given = {k: self._provider_options[k] for k in ("winograd",) if k in self._provider_options}
         return CompileOptions(passes=passes, input_shapes=shapes,
                               target=self._provider_options.get("target"),
-                              mode=self._provider_options.get("mode", "auto"))
+                              mode=self._provider_options.get("mode", "auto"), **given)
 
     def _om(self, source: str | os.PathLike | bytes) -> OmFile:
         """The .om of ``source``: read as it is, or compiled (through the cache) from ONNX."""

@@ -383,7 +383,7 @@ def run_pair(aircc, model, feeds, expected, onnx_type: str, op: str, mode: str, 
         return "failed", f"run: {type(e).__name__}: {str(e)[:300]}"
     backends = {n.meta["tiling"].get("backend", "") for n in compiled.graph.nodes
                 if n.domain == "" and isinstance(n.meta.get("tiling"), dict)}
-    return ("fallback" if compiled.report["fallback_nodes"] else "pass"), " ".join(sorted(backends))
+    return ("fallback" if compiled.report.fallback_nodes else "pass"), " ".join(sorted(backends))
 
 
 def native_ops() -> list[str]:

@@ -40,7 +40,8 @@ def run_ir(graph, feeds: dict) -> dict:
 
     The oracle for pass tests: a pass must not change what the graph computes.
     """
-    from aircc.ops import InferContext, TensorType, kernel_backend, layout, node_def, resolve_target
+    from aircc.formats.kinds import Impl
+    from aircc.ops import InferContext, TensorType, kernel_backend, layout, resolve_target
 
     backend, target = kernel_backend("numpy"), resolve_target("cpu-avx2")
     env = dict(graph.constants)
@@ -51,12 +52,12 @@ def run_ir(graph, feeds: dict) -> dict:
         if node.op == "MemcpyH2D":
             env[node.outputs[0]] = env[node.inputs[0]]
             continue
-        fallback = node.meta.get("impl") == "fallback"
+        fallback = node.impl is Impl.FALLBACK
         impl = layout.adapt_kernel(backend.impl(node.op, node.version, node.domain, node.name,
                                                 fallback), node.attrs)
         ins = [env[i] if i else None for i in node.inputs]
         in_types = [TensorType.of(a) if a is not None else None for a in ins]
-        types = layout.infer(node_def(node), InferContext(in_types, node.attrs, ins, node.name,
+        types = layout.infer(node.definition, InferContext(in_types, node.attrs, ins, node.name,
                                                            node.op, len(node.outputs)))
         outs = [np.empty(t.shape, t.dtype) for t in types]
         tiling = impl.tile(in_types, node.attrs, target)

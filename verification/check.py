@@ -42,7 +42,7 @@ def verify(model: str | os.PathLike | bytes | onnx.ModelProto, feeds: Mapping[st
         if m not in MODES:
             raise CompileOptionError(f"verify: mode must be one of {', '.join(MODES)}, got {m!r}")
     if compiled is not None:
-        modes = (compiled.report["mode"],)
+        modes = (compiled.report.mode,)
     proto = load_onnx(model)
     target_name = resolve_target(target).name
     specs = model_inputs(proto)

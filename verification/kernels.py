@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import onnx
 
 from aircc.compiler.assemble import CompiledModel
+from aircc.formats.kinds import Placement
 from aircc.ops import Trait, has_trait, kernel_backend, resolve_target
 from aircc.ops.catalog import kernel_source
 
@@ -111,7 +112,7 @@ class Kernel:
 
 def kernels(compiled: CompiledModel, graph: OnnxGraph) -> list[Kernel]:
     """Every kernel of ``compiled``'s main graph in order, mapped back to ``graph``."""
-    backend = kernel_backend(resolve_target(compiled.report["target"]).backend)
+    backend = kernel_backend(resolve_target(compiled.report.target).backend)
     out = []
     for n in compiled.graph.nodes:
         if has_trait(n.op, Trait.DEVICE_TASK, n.domain):
@@ -122,7 +123,7 @@ def kernels(compiled: CompiledModel, graph: OnnxGraph) -> list[Kernel]:
         tiling = n.meta.get("tiling") or {}
         name = tiling.get("backend") or kernel_source(backend, n.op, n.version, n.domain,
                                                       n.on_fallback) or ""
-        if n.meta.get("placement") == "host":
+        if n.placement is Placement.HOST:
             name = "host"
         out.append(Kernel(n.name, n.op, n.domain, name, tiling.get("impl"), covered,
                           tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))))

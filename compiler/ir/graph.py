@@ -13,7 +13,8 @@ from typing import Iterator
 
 import numpy as np
 
-from aircc.ops import Trait, device, has_trait, node_def
+from aircc.formats.kinds import Impl, Placement
+from aircc.ops import OpDef, Trait, device, has_trait, node_def
 from aircc.ops.types import Dim, TensorType, is_host_only  # noqa: F401  (the IR's types)
 
 
@@ -41,6 +42,31 @@ class Node:
     """Pass results: ``stream``, ``event``, ``task`` index and so on."""
 
     @property
+    def impl(self) -> Impl:
+        """Which kernel runs it (``meta["impl"]``): native unless shape inference found that
+        the native kernel does not cover this use of its op."""
+        return Impl(self.meta.get("impl", Impl.NATIVE))
+
+    @impl.setter
+    def impl(self, value: Impl) -> None:
+        self.meta["impl"] = Impl(value)
+
+    @property
+    def placement(self) -> Placement:
+        """Where a dynamic model runs it (``meta["placement"]``, set by ``place-host-ops``):
+        the device unless placed on the host."""
+        return Placement(self.meta.get("placement", Placement.DEVICE))
+
+    @placement.setter
+    def placement(self, value: Placement) -> None:
+        self.meta["placement"] = Placement(value)
+
+    @property
+    def definition(self) -> OpDef:
+        """The op definition it is typed with: the fallback one when :attr:`impl` says so."""
+        return node_def(self, self.impl is Impl.FALLBACK)
+
+    @property
     def has_side_effects(self) -> bool:
         """Dead-code elimination must keep it (synchronisation, copies, loop state)."""
         return has_trait(self.op, Trait.SIDE_EFFECT, self.domain)
@@ -49,7 +75,7 @@ class Node:
     def on_fallback(self) -> bool:
         """Its kernel is the fallback (onnx's reference implementation): the native kernels
         do not cover this use of its op (``meta["impl"]``), or its op has none."""
-        return self.meta.get("impl") == "fallback" or not node_def(self).native
+        return self.impl is Impl.FALLBACK or not self.definition.native
 
     @property
     def live_regions(self) -> list["Graph"]:
@@ -60,7 +86,7 @@ class Node:
 
     def is_plain(self, op: str) -> bool:
         """A default-domain ``op`` node run by its native kernel: what fusions rewrite."""
-        return self.op == op and not self.domain and self.meta.get("impl") != "fallback"
+        return self.op == op and not self.domain and self.impl is Impl.NATIVE
 
     def __repr__(self) -> str:
         return f"Node({self.name!r}, {self.op}, {self.inputs} -> {self.outputs})"

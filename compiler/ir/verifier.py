@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from aircc.errors import VerificationError
+from aircc.formats.kinds import Placement
 from aircc.ops import device
 
 from .graph import Graph, TensorType
@@ -60,7 +61,7 @@ def _check(graph: Graph, outer: frozenset[str], require_types: bool):
         for o in node.outputs:
             if o:
                 yield from define(o, f"output of '{node.name}'")
-        if streams_assigned and "stream" not in node.meta and node.meta.get("placement") != "host":
+        if streams_assigned and "stream" not in node.meta and node.placement is Placement.DEVICE:
             yield f"node '{node.name}' ({node.op}) has no stream while others do"
         if node.op == device.EVENT_RECORD and node.domain == device.DOMAIN:
             records.add(node.attrs["event"])

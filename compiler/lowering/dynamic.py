@@ -40,7 +40,7 @@ def _is_sync(n: Node) -> bool:
 
 
 def _is_device(n: Node) -> bool:
-    return n.meta.get("placement") != "host" and not _is_sync(n)
+    return n.placement is Placement.DEVICE and not _is_sync(n)
 
 
 class _Lowering:
@@ -82,7 +82,7 @@ class _Lowering:
             idx = len(self.nodes)
             self.nodes.append(ExecNode(n.op, n.domain, n.version, n.name, list(n.inputs),
                                        list(n.outputs), n.attrs,
-                                       Placement(n.meta.get("placement", "device")), stream,
+                                       n.placement, stream,
                                        Impl.FALLBACK if n.on_fallback else Impl.NATIVE))
             kernels.extend(self._kernels(n, idx, stream))
             if frees_after.get(k):
@@ -95,7 +95,7 @@ class _Lowering:
                       for j, r in enumerate(n.regions)}
             return [HostKernel(K.CONTROL, idx, stream, bodies=bodies)]
         copy = n.op if n.domain == device.DOMAIN and n.op in device.COPY_OPS else None
-        if n.meta.get("placement") == "host":
+        if n.placement is Placement.HOST:
             if copy == device.MEMCPY_D2H:
                 return [HostKernel(K.MEMCPY_D2H, idx, None)]
             return [HostKernel(K.HOST_COMPUTE, idx)]

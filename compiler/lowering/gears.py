@@ -2,14 +2,16 @@
 
 As with an offline NPU compiler's dynamic batch, the batch dim is dim 0 of
 every input whose dim 0 is symbolic (or given as -1 in ``--input-shape``);
-every other dim must be fixed.  Each gear is compiled by the static stages with
-the same options but its own input shapes (``dataclasses.replace``), so it gets
-the streams the static build of that batch gets; the gears share one weights
-region (a weight that differs between gears is stored once per gear) and, at
-run time, one arena as large as the largest.
+every other dim must be fixed.  The model is imported once; each gear runs
+:data:`~..stages.GEAR_STAGES` (the optimisation pipeline, then the static stages)
+on its own copy of the imported graph, with the same options but its own input
+shapes (``dataclasses.replace``), so it gets the streams the static build of that
+batch gets; the gears share one weights region (a weight that differs between
+gears is stored once per gear) and, at run time, one arena as large as the largest.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from typing import Callable
@@ -25,19 +27,8 @@ from aircc.formats.tasks import CopyTask, KernelTask, Operand
 
 from ..assemble import CompiledModel, finish, io_specs
 from ..context import CompileContext, CompileOptions
-from ..frontend.onnx_import import import_onnx, load_onnx
-from ..stages import FRONT, STATIC_STAGES, Compilation, run_stages
-
-
-def gear_shapes(graph_inputs: dict[str, tuple], given: dict, batch: int) -> dict[str, list]:
-    """Input shapes of the gear for ``batch``."""
-    shapes = {}
-    for name, shape in graph_inputs.items():
-        dims = list(given.get(name, shape))
-        if dims and (isinstance(dims[0], str) or dims[0] == -1):
-            dims[0] = batch
-        shapes[name] = dims
-    return shapes
+from ..ir.graph import Graph, TensorType
+from ..stages import GEAR_STAGES, IMPORT, Compilation, Sections, planned_stages, run_stages
 
 
 def _moved(op: Operand | None, remap: dict[int, int]) -> Operand | None:
@@ -80,44 +71,69 @@ def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np
 
 
 def compile_gears(source, options: CompileOptions,
-                  progress: Callable[[str], None] | None = None) -> CompiledModel:
+                  progress: Callable[[str, int], None] | None = None) -> CompiledModel:
     """A static model with one plan per batch size of ``options.dynamic_batch``."""
     sizes = sorted(set(int(b) for b in options.dynamic_batch))
     if not MIN_GEARS <= len(sizes) <= MAX_GEARS or sizes[0] < 1:
         raise CompileOptionError(f"--dynamic-batch needs {MIN_GEARS} to {MAX_GEARS} distinct positive "
                                  f"batch sizes, got {list(options.dynamic_batch)}")
     t0 = time.perf_counter()
-    model = load_onnx(source)
-    probe = import_onnx(model)
-    inputs = {n: probe.types[n].shape for n in probe.inputs}
-    batched = [n for n, s in gear_shapes(inputs, options.input_shapes, -7).items() if s and s[0] == -7]
+    planned = planned_stages("static", len(sizes))
+    static = dataclasses.replace(options, mode="static", dynamic_batch=None)
+    ctx = CompileContext(static)
+    ctx.progress = progress
+    imported = run_stages(Compilation(source, ctx), IMPORT, planned)
+    inputs = {n: imported.graph.types[n].shape for n in imported.graph.inputs}
+    batched = [n for n, s in inputs.items() if s and isinstance(s[0], str)]
     if not batched:
         raise CompileOptionError("--dynamic-batch needs an input whose dim 0 is symbolic "
                                  "(or -1 in --input-shape)")
-    gears, last, seconds = [], None, {}
+    gears = []
     for b in sizes:
         ctx = CompileContext(dataclasses.replace(
-            options, mode="static", dynamic_batch=None,
-            input_shapes=gear_shapes(inputs, options.input_shapes, b)))
-        ctx.seconds = seconds                   # the report's timings cover every gear
+            static, input_shapes={n: [b if n in batched and k == 0 else d for k, d in enumerate(s)]
+                                  for n, s in inputs.items() if s is not None}))
         ctx.progress = progress
-        c = run_stages(Compilation(model, ctx), FRONT + STATIC_STAGES)
-        plan = GearPlan(b, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs),
-                        c.sections["tasks"], c.sections["memory_plan"], c.sections["tiling"])
-        gears.append((b, plan, c.weights))
-        last = c
-    weights, weights_bytes = merge_weights(gears)
-    plans = [p for _, p, _ in gears]
-    largest = plans[-1]
-    last.sections = {"tasks": largest.tasks, "memory_plan": largest.memory_plan,
-                     "tiling": largest.tiling, "gears": GearsSection(batched, sizes, plans)}
-    last.weights = weights
-    last.facts.update(gears=sizes, weights_bytes=weights_bytes,
-                      arena_bytes=max(p.memory_plan.arena_bytes for p in plans))
-    first = plans[0]
+        gear = dataclasses.replace(imported, ctx=ctx, graph=gear_graph(imported.graph, batched, b),
+                                   facts=dataclasses.replace(imported.facts))
+        gears.append(run_stages(gear, GEAR_STAGES, planned))
+    plans = [GearPlan(b, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs),
+                      c.sections.tasks, c.sections.memory_plan, c.sections.tiling)
+             for b, c in zip(sizes, gears)]
+    weights, weights_bytes = merge_weights([(p.batch, p, c.weights) for p, c in zip(plans, gears)])
+    largest, last = plans[-1], gears[-1]
+    for c in (imported, *gears[:-1]):            # the report's timings cover every gear
+        for name, seconds in c.ctx.seconds.items():
+            last.ctx.seconds[name] = last.ctx.seconds.get(name, 0.0) + seconds
+    model = dataclasses.replace(
+        last, weights=weights,
+        sections=Sections(tasks=largest.tasks, memory_plan=largest.memory_plan,
+                          tiling=largest.tiling, gears=GearsSection(batched, sizes, plans)),
+        facts=dataclasses.replace(last.facts, gears=sizes, memory=dataclasses.replace(
+            last.facts.memory, weights_bytes=weights_bytes,
+            arena_bytes=max(p.memory_plan.arena_bytes for p in plans))))
     model_inputs = [IOSpec(i.name, i.dtype, ("batch", *i.shape[1:]) if i.name in batched else i.shape)
-                    for i in first.inputs]
-    return finish(last, t0, model_inputs, gear_outputs(plans))
+                    for i in plans[0].inputs]
+    return finish(model, t0, model_inputs, gear_outputs(plans))
+
+
+def gear_graph(imported: Graph, batched: list[str], batch: int) -> Graph:
+    """A copy of the imported graph whose ``batched`` inputs have dim 0 ``batch``.  The copies
+    share the weights' arrays: no stage writes a constant's array in place (most are
+    read-only views of the model's bytes)."""
+    shared: dict[int, object] = {}
+
+    def share(g: Graph) -> None:
+        shared.update((id(a), a) for a in g.constants.values())
+        for n in g.nodes:
+            for r in n.regions:
+                share(r)
+    share(imported)
+    graph = copy.deepcopy(imported, shared)
+    for name in batched:
+        t = graph.types[name]
+        graph.types[name] = TensorType(t.dtype, (batch, *t.shape[1:]))
+    return graph
 
 
 def gear_outputs(plans: list[GearPlan]) -> list[IOSpec]:

@@ -18,7 +18,7 @@ from aircc.formats.tasks import (CopyTask, EventTask, JumpTask, KernelTask, Oper
 from aircc.ops import device
 
 from ..ir.graph import Graph, Node
-from ..memory.planner import ALIGNMENT, MemoryPlan, align_up
+from ..memory.planner import ALIGNMENT, MemoryPlan, align_up, workspace_buffer
 
 #: Device tasks by op: the task kind each lowers to.
 TASK_KINDS = {device.EVENT_RECORD: TaskKind.EVENT_RECORD, device.EVENT_WAIT: TaskKind.EVENT_WAIT,
@@ -35,10 +35,6 @@ class StaticSections:
     memory_plan: MemoryPlanSection
     tiling: TilingSection
     weights: dict[str, np.ndarray]
-
-    def payloads(self) -> dict:
-        return {"tasks": self.tasks.to_payload(), "memory_plan": self.memory_plan.to_payload(),
-                "tiling": self.tiling.to_payload()}
 
 
 def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, int], int]:
@@ -90,7 +86,7 @@ def _task(node: Node, k: int, at: _Addresses, plan: MemoryPlan, tiling: list[dic
                       Impl.FALLBACK if node.on_fallback else Impl.NATIVE,
                       [at.operand(i) for i in node.inputs], [at.operand(o) for o in node.outputs],
                       attrs, len(tiling) - 1,
-                      Workspace(Region.ARENA, plan.buffers[f"{node.name}#workspace"].offset, ws)
+                      Workspace(Region.ARENA, plan.buffers[workspace_buffer(node.name)].offset, ws)
                       if ws else None)
 
 

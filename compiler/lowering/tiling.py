@@ -7,6 +7,7 @@ device's own tasks (events, copies, jumps) have no kernel and no tiling.
 """
 from __future__ import annotations
 
+from aircc.formats.kinds import Impl
 from aircc.ops import Trait, has_trait
 from aircc.ops.layout import adapt_kernel
 
@@ -22,7 +23,7 @@ def compute_tiling(graph: Graph, ctx: CompileContext) -> Graph:
         if has_trait(node.op, Trait.DEVICE_TASK, node.domain):
             continue
         impl = adapt_kernel(ctx.backend.impl(node.op, node.version, node.domain, node.name,
-                                             fallback=node.meta.get("impl") == "fallback"),
+                                             fallback=node.impl is Impl.FALLBACK),
                             node.attrs)
         tiling = impl.tile([graph.types.get(i) if i else None for i in node.inputs],
                            node.attrs, ctx.target)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aircc.errors import CompileOptionError
+from aircc.formats.kinds import Impl
 from aircc.ops import Trait, has_trait
 
 from ..ir.graph import Graph
@@ -36,6 +37,12 @@ from ..schedule.happens_before import HappensBefore, covers
 from .lower_bound import lower_bound
 
 ALIGNMENT = 64
+
+
+def workspace_buffer(node: str) -> str:
+    """The name of the buffer that holds node ``node``'s workspace: the planner places it
+    under this name and the lowering finds its offset by it."""
+    return f"{node}#workspace"
 
 
 def align_up(n: int, a: int = ALIGNMENT) -> int:
@@ -111,7 +118,8 @@ def collect_buffers(graph: Graph) -> list[Buffer]:
             buffers[o] = Buffer(o, t.nbytes, k)
         ws = node.meta.get("workspace", 0)
         if ws:
-            buffers[f"{node.name}#workspace"] = Buffer(f"{node.name}#workspace", ws, k, [k])
+            name = workspace_buffer(node.name)
+            buffers[name] = Buffer(name, ws, k, [k])
     _extend_over_spans(graph, buffers)
     return list(buffers.values())
 
@@ -226,7 +234,7 @@ def plan_aliases(graph: Graph, buffers: dict[str, Buffer]) -> tuple[dict[str, Al
     if graph.meta.get("spans"):
         return aliases, in_place        # control flow rewrites values per iteration
     for node in graph.nodes:
-        if node.domain or node.meta.get("impl", "native") != "native":
+        if node.domain or node.impl is Impl.FALLBACK:
             continue
         if has_trait(node.op, Trait.VIEW):     # its output is its input's bytes in another shape
             src, out = node.inputs[0], node.outputs[0]

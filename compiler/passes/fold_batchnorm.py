@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.formats.kinds import Impl
+
 from ..context import CompileContext
 from ..ir.graph import Graph, TensorType
 from .base import compile_pass
@@ -26,7 +28,7 @@ def fold_batchnorm(graph: Graph, ctx: CompileContext) -> Graph:
     for bn in graph.nodes:
         if bn.op != "BatchNormalization" or bn.domain or len([o for o in bn.outputs if o]) != 1:
             continue
-        if int(bn.attrs.get("training_mode", 0)) or bn.meta.get("impl") == "fallback":
+        if int(bn.attrs.get("training_mode", 0)) or bn.impl is Impl.FALLBACK:
             continue
         x = bn.inputs[0]
         conv = producer.get(x)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from aircc.errors import AirccError, ShapeInferenceError
-from aircc.ops import node_def
+from aircc.formats.kinds import Impl
 
 from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
@@ -48,7 +48,7 @@ def evaluate(graph: Graph, node: Node, out_types: list[TensorType],
     values = graph.constants if values is None else values
     types = graph.types if types is None else types
     impl = ctx.backend.impl(node.op, node.version, node.domain, node.name,
-                            fallback=node.meta.get("impl") == "fallback")
+                            fallback=node.impl is Impl.FALLBACK)
     ins = [values[i] if i else None for i in node.inputs]
     outs = [np.empty(t.shape, dtype=t.dtype) for t in out_types]
     tiling = impl.tile([types.get(i) if i else None for i in node.inputs], node.attrs,
@@ -64,7 +64,7 @@ def _foldable(graph: Graph, node: Node, types: Mapping, values: Mapping) -> list
     """The output types if the node can be folded, else None."""
     if node.regions or node.has_side_effects:
         return None
-    definition = node_def(node)
+    definition = node.definition
     if not definition.foldable:
         return None
     if not all(i == "" or i in values for i in node.inputs):

@@ -9,6 +9,7 @@ mode).  Every step keeps the first input's shape and float dtype.
 """
 from __future__ import annotations
 
+from aircc.formats.kinds import Impl
 from aircc.ops.defs.fused import CHAIN_BINARY_OPS, CHAIN_UNARY_OPS
 
 from ..context import CompileContext
@@ -19,7 +20,7 @@ from .base import compile_pass
 
 def _step(graph: Graph, node: Node, value: str, head: str) -> list | None:
     """The chain step ``node`` applies to ``value``, or None if it cannot join the chain."""
-    if node.domain or node.meta.get("impl") == "fallback" or graph.types.get(node.outputs[0]) != graph.types.get(head):
+    if node.domain or node.impl is Impl.FALLBACK or graph.types.get(node.outputs[0]) != graph.types.get(head):
         return None
     if node.op in CHAIN_UNARY_OPS and node.inputs == [value]:
         return [node.op, "", 0]

@@ -17,6 +17,7 @@ as opset-6 attributes ``min`` / ``max``).
 """
 from __future__ import annotations
 
+from aircc.formats.kinds import Impl
 from aircc.ops.epilogues import ACTIVATIONS
 
 from ..context import CompileContext
@@ -30,7 +31,7 @@ RELU_ONLY = ("BatchNormalization", "InstanceNormalization")     # fuse a followi
 def _activation(graph: Graph, node: Node, value: str) -> dict | None:
     """``fused_activation`` for ``node``, the reader of ``value``, if it is an activation
     with constant parameters of ``value``'s type."""
-    if node.domain or node.meta.get("impl") == "fallback" or node.inputs[:1] != [value]:
+    if node.domain or node.impl is Impl.FALLBACK or node.inputs[:1] != [value]:
         return None
     if graph.types.get(node.outputs[0]) != graph.types.get(value):
         return None
@@ -75,7 +76,7 @@ def _add_operand(graph: Graph, node: Node, add: Node, value: str) -> str | None:
 def _scale_factor(graph: Graph, node: Node, scale: Node, value: str) -> float | None:
     """The factor ``scale`` (a Mul or Div by a constant scalar of the same dtype) applies."""
     if scale.op not in ("Mul", "Div") or scale.domain or len(scale.inputs) != 2 \
-            or scale.inputs.count(value) != 1 or scale.meta.get("impl") == "fallback":
+            or scale.inputs.count(value) != 1 or scale.impl is Impl.FALLBACK:
         return None
     other = scale.inputs[1] if scale.inputs[0] == value else scale.inputs[0]
     c = graph.constants.get(other)
@@ -106,7 +107,7 @@ def fuse_epilogues(graph: Graph, ctx: CompileContext) -> Graph:
     fused = 0
     for node in graph.nodes:
         if node.op not in FUSABLE + RELU_ONLY or node.domain or node.name in removed \
-                or node.meta.get("impl") == "fallback":
+                or node.impl is Impl.FALLBACK:
             continue
         out = node.outputs[0]
         scale = graph.only_reader(out, users) if node.op == "MatMul" else None

@@ -1,9 +1,9 @@
 """Pass ``infer-shapes``: type every value from the op registry's shape rules.
 
-Each node's rule (:func:`aircc.ops.node_def`) sees its input types and, where an
+Each node's rule (``Node.definition``) sees its input types and, where an
 input is a compile-time constant, its value (Reshape's shape, ConstantOfShape's
 shape, ...).  A node whose use of its op the native kernels do not cover (the
-rule raises ``UnsupportedVariantError``) is marked ``meta["impl"] = "fallback"``
+rule raises ``UnsupportedVariantError``) is marked ``Impl.FALLBACK`` (``Node.impl``)
 and typed by the fallback definition (onnx's shape inference).
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from aircc.errors import ShapeInferenceError, UnsupportedOpError, UnsupportedVariantError
-from aircc.ops import InferContext, OpDef, layout, node_def
+from aircc.formats.kinds import Impl
+from aircc.ops import InferContext, OpDef, layout
 
 from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
@@ -30,13 +31,13 @@ def infer_node(graph: Graph, node: Node, types: dict[str, TensorType] | None = N
     types = graph.types if types is None else types
     values = graph.constants if values is None else values
     try:
-        return _infer_with(node_def(node), node, types, values)
+        return _infer_with(node.definition, node, types, values)
     except UnsupportedVariantError:
-        if node.meta.get("impl") == "fallback":
+        if node.impl is Impl.FALLBACK:
             raise
-        node.meta["impl"] = "fallback"       # the native kernel does not cover this use
+        node.impl = Impl.FALLBACK            # the native kernel does not cover this use
         try:
-            return _infer_with(node_def(node), node, types, values)
+            return _infer_with(node.definition, node, types, values)
         except UnsupportedOpError:
             node.meta.pop("impl")
             raise

@@ -34,6 +34,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from aircc.errors import AirccError
+from aircc.formats.kinds import Impl
 from aircc.ops.defs.contrib_common import MS_DOMAIN
 from aircc.ops.defs.contrib_matmul import fused_matmul_perms
 
@@ -312,7 +313,7 @@ def lower_contrib(graph: Graph, ctx: CompileContext) -> Graph:
     made: dict = {}
     for node in graph.nodes:
         rule = RULES.get((node.domain, node.op))
-        if rule is None or node.meta.get("impl") == "fallback":
+        if rule is None or node.impl is Impl.FALLBACK:
             out.append(node)
             continue
         r = _Rewrite(graph, node, taken, made)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.formats.kinds import Impl
 from aircc.ops.defs.conv import HWOI, OIHW
 
 from ..context import CompileContext
@@ -26,7 +27,7 @@ def pack_weights(graph: Graph, ctx: CompileContext) -> Graph:
     users = graph.consumers()
     packed = 0
     for node in graph.nodes:
-        if node.op != "Conv" or node.domain or node.meta.get("impl") == "fallback" \
+        if node.op != "Conv" or node.domain or node.impl is Impl.FALLBACK \
                 or node.attrs.get("weight_layout", OIHW) != OIHW or len(node.inputs) < 2:
             continue
         w = graph.constants.get(node.inputs[1])

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.formats.kinds import Impl
 from aircc.ops import Trait, has_trait
 from aircc.ops.layout import (CHANNELS_LAST, SPATIAL_INPUTS, first_perm, last_axis, last_perm,
                               to_last)
@@ -68,7 +69,7 @@ def plan_layouts(graph: Graph, ctx: CompileContext) -> Graph:
 def _rank(graph: Graph, node: Node) -> int | None:
     """The rank of the node's one output, if it is a top-level node that could be planned."""
     outs = [o for o in node.outputs if o]
-    if len(outs) != 1 or node.regions or node.meta.get("impl") == "fallback":
+    if len(outs) != 1 or node.regions or node.impl is Impl.FALLBACK:
         return None
     t = graph.types.get(outs[0])
     return len(t.shape) if t is not None and t.shape is not None and 3 <= len(t.shape) <= 5 \

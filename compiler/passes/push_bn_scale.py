@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aircc.formats.kinds import Impl
+
 from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
 from .base import compile_pass
@@ -73,7 +75,7 @@ def push_bn_scale(graph: Graph, ctx: CompileContext) -> Graph:
     pushed = 0
     for bn in graph.nodes:
         if bn.op != "BatchNormalization" or bn.domain or not bn.attrs.get("fused_relu") \
-                or int(bn.attrs.get("training_mode", 0)) or bn.meta.get("impl") == "fallback" \
+                or int(bn.attrs.get("training_mode", 0)) or bn.impl is Impl.FALLBACK \
                 or len([o for o in bn.outputs if o]) != 1:
             continue
         out = bn.outputs[0]

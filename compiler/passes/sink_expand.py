@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from aircc.ops import InferContext, Trait, node_def
+from aircc.ops import InferContext, Trait
 
 from ..context import CompileContext
 from ..ir.graph import Graph, Node, TensorType
@@ -30,7 +30,7 @@ from .shape_values import shape_value
 
 def _elementwise(node: Node) -> bool:
     """A plain node of an op that applies elementwise with numpy broadcasting."""
-    return node.is_plain(node.op) and node_def(node).has(Trait.ELEMENTWISE)
+    return node.is_plain(node.op) and node.definition.has(Trait.ELEMENTWISE)
 
 
 def _broadcast(a: tuple, b: tuple) -> Optional[tuple]:
@@ -93,7 +93,7 @@ def _scalar(graph: Graph, node: Node) -> str:
 
 
 def _infer(graph: Graph, node: Node) -> list[TensorType]:
-    definition = node_def(node)
+    definition = node.definition
     ctx = InferContext([graph.types.get(i) if i else None for i in node.inputs], node.attrs,
                        [graph.constants.get(i) if i else None for i in node.inputs],
                        node.name, node.op, len(node.outputs))
@@ -105,7 +105,7 @@ def _broadcasts_anyway(graph: Graph, reader: Node, value: str, full: tuple) -> b
     it broadcasts that input itself, or is elementwise with another operand of shape
     ``full``."""
     slots = [k for k, v in enumerate(reader.inputs) if v == value]
-    broadcast = node_def(reader).broadcast_inputs
+    broadcast = reader.definition.broadcast_inputs
     if broadcast:
         return all(k in broadcast for k in slots)
     if not _elementwise(reader):

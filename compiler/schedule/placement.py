@@ -14,7 +14,8 @@ on the host by InferShape and need no copy.
 """
 from __future__ import annotations
 
-from aircc.ops import Trait, node_def
+from aircc.formats.kinds import Placement
+from aircc.ops import Trait
 from aircc.ops.device import EVENT_RECORD, EVENT_WAIT, MEMCPY_D2H, MEMCPY_H2D, SYNC_OPS
 
 from ..context import CompileContext
@@ -43,7 +44,7 @@ def _touches_host_only(graph: Graph, node: Node) -> bool:
 
 @compile_pass("place-host-ops")
 def place_host_ops(graph: Graph, ctx: CompileContext) -> Graph:
-    """Mark host ops with ``meta["placement"] = "host"``, others ``"device"`` (the main
+    """Mark host ops ``Placement.HOST`` (``Node.placement``), others ``Placement.DEVICE`` (the main
     graph; bodies are placed by ``schedule-regions``)."""
     return place_region(graph)
 
@@ -55,18 +56,18 @@ def place_region(graph: Graph, host_values: set[str] | None = None) -> Graph:
     host_values.update(i for i in graph.inputs if is_host_only(graph.types[i].dtype))
     for node in graph.nodes:
         on_host = False
-        definition = node_def(node)
+        definition = node.definition
         if definition.has(Trait.SHAPE_ONLY) or _touches_host_only(graph, node):
             on_host = True      # strings and sequences: run by the host, D2H for device inputs
         elif definition.has(Trait.HOST_CAPABLE) and not node.regions:
             reads = [i for i in node.inputs if i]
             on_host = (all(i in host_values or i in graph.constants for i in reads)
                        and all(_small(graph, o) for o in node.outputs if o))
-        node.meta["placement"] = "host" if on_host else "device"
+        node.placement = Placement.HOST if on_host else Placement.DEVICE
         if on_host:
             host_values.update(o for o in node.outputs if o)
     _copy_host_data_to_device(graph, host_values)
-    graph.meta["host_ops"] = sum(1 for n in graph.nodes if n.meta["placement"] == "host")
+    graph.meta["host_ops"] = sum(1 for n in graph.nodes if n.placement is Placement.HOST)
     graph.meta["host_values"] = host_values
     return graph
 
@@ -107,8 +108,8 @@ def _copy_host_data_to_device(graph: Graph, host_values: set[str]) -> None:
     copies: dict[str, str] = {}
     order: list[Node] = []
     for node in graph.nodes:
-        if node.meta["placement"] == "device" and node.op not in (MEMCPY_H2D, MEMCPY_D2H):
-            value_inputs = node_def(node).value_inputs
+        if node.placement is Placement.DEVICE and node.op not in (MEMCPY_H2D, MEMCPY_D2H):
+            value_inputs = node.definition.value_inputs
             for k, i in enumerate(node.inputs):
                 if i in host_values and k not in value_inputs:
                     if i not in copies:
@@ -116,10 +117,10 @@ def _copy_host_data_to_device(graph: Graph, host_values: set[str]) -> None:
                         graph.types[dev] = graph.types[i]
                         copies[i] = dev
                         order.append(device_node(MEMCPY_H2D, [i], [dev], {"from_host": 1},
-                                                 graph.fresh_name(f"h2d_{i}"), placement="device"))
+                                                 graph.fresh_name(f"h2d_{i}"), placement=Placement.DEVICE))
                     node.inputs[k] = copies[i]
         if node.op == MEMCPY_D2H and node.inputs[0] in host_values:
-            node.meta["placement"] = "host"   # the output is already on the host
+            node.placement = Placement.HOST   # the output is already on the host
         order.append(node)
     graph.nodes = order
 
@@ -127,7 +128,7 @@ def _copy_host_data_to_device(graph: Graph, host_values: set[str]) -> None:
 @compile_pass("schedule-device-nodes")
 def schedule_device_nodes(graph: Graph, ctx: CompileContext) -> Graph:
     """Assign streams and insert events over the device nodes only; host nodes keep their place."""
-    device = [n for n in graph.nodes if n.meta.get("placement", "device") != "host"]
+    device = [n for n in graph.nodes if n.placement is Placement.DEVICE]
     view = Graph(name=graph.name, nodes=device, types=graph.types, constants=graph.constants,
                  meta=graph.meta)
     insert_events(assign_streams(view, ctx), ctx)
@@ -142,5 +143,5 @@ def schedule_device_nodes(graph: Graph, ctx: CompileContext) -> Graph:
         else:
             chunks[id(n)], waits, last = waits + [n], [], n
     graph.nodes = [x for n in graph.nodes
-                   for x in ([n] if n.meta.get("placement") == "host" else chunks[id(n)])]
+                   for x in ([n] if n.placement is Placement.HOST else chunks[id(n)])]
     return graph

@@ -21,7 +21,7 @@ from __future__ import annotations
 import networkx as nx
 
 from aircc.errors import CompileOptionError
-from aircc.ops import device, node_def
+from aircc.ops import device
 
 from ..context import CompileContext
 from ..ir.graph import Graph, Node
@@ -60,7 +60,7 @@ def _work(node: Node, graph: Graph) -> int:
 
 
 def _on_matrix_engine(node: Node) -> bool:
-    return node_def(node).engine == "cube"
+    return node.definition.engine == "cube"
 
 
 @compile_pass("assign-streams")

@@ -163,9 +163,9 @@ def run_mode(entry: Entry, mode: str, entries: dict[str, Entry], device=None) ->
                 top = compare(entry, got, want, f"at {shape_text(dims)}")
                 worst = (max(worst[0], top[0]), max(worst[1], top[1]))
         stage = "fallback"
-        fallback = compiled.report["fallback_nodes"]
+        fallback = compiled.report.fallback_nodes
         if fallback and not entry.fallback:
-            ops = sorted({f"{n['op']}" for n in fallback})
+            ops = sorted({n.op for n in fallback})
             return outcome(False, f"{len(fallback)} nodes on the fallback kernel: {', '.join(ops)}")
         stage = "done"
         return outcome(True, f"max abs {worst[0]:.2g}, max rel {worst[1]:.2g}"

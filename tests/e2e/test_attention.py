@@ -60,7 +60,7 @@ def test_encoder_attention_fuses_and_matches_onnxruntime(encoder, mode, device):
     feeds = make_inputs(2, 24)
     shapes = {k: list(v.shape) for k, v in feeds.items()} if mode == "static" else None
     compiled = aircc.compile(encoder, mode=mode, input_shapes=shapes)
-    assert compiled.report["fused_attention"] == 2
+    assert compiled.report.stats["fused_attention"] == 2
     ops = [n.op for n in compiled.graph.nodes]
     assert ops.count("Attention") == 2
     assert "SoftmaxMatMul" not in ops and "Transpose" not in ops
@@ -120,7 +120,7 @@ def test_attention_fuses_only_a_whole_block(variant, fused, device):
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     ref = sess.run(None, feeds)
     compiled = aircc.compile(m, mode="dynamic")
-    assert compiled.report["fused_attention"] == fused
+    assert compiled.report.stats["fused_attention"] == fused
     assert [n.op for n in compiled.graph.nodes].count("Attention") == fused
     got = aircc.load(compiled, device=device).run(feeds)
     for o, r in zip(m.graph.output, ref):

@@ -163,7 +163,7 @@ def test_aircc_static_matches_onnxruntime(model, session, device, batch, seq):
     compiled = aircc.compile(model, input_shapes={"input_ids": [batch, seq],
                                                   "attention_mask": [batch, seq]},
                              mode="static")
-    assert compiled.report["mode"] == "static"
+    assert compiled.report.mode == "static"
     # the exporter's shape subgraphs are gone: folded at compile time
     assert not FOLDED_OPS & {n.op for n in compiled.graph.nodes}
     _compare(compiled.om, device, session, batch, seq)
@@ -172,7 +172,7 @@ def test_aircc_static_matches_onnxruntime(model, session, device, batch, seq):
 @pytest.fixture(scope="module")
 def dynamic_om(model):
     compiled = aircc.compile(model, mode="dynamic")
-    assert compiled.report["mode"] == "dynamic"
+    assert compiled.report.mode == "dynamic"
     return compiled.om
 
 

@@ -52,7 +52,7 @@ def test_static_at_each_shape(exported, device):
     for feeds, expected in cases:
         compiled = aircc.compile(model, input_shapes={k: list(v.shape) for k, v in feeds.items()},
                                  mode="static")
-        assert compiled.report["mode"] == "static"
+        assert compiled.report.mode == "static"
         loaded = aircc.load(compiled, device=device)
         try:
             _assert_matches(loaded.run(feeds), expected)

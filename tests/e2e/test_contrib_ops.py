@@ -38,7 +38,7 @@ def _reference(model, feeds: dict) -> dict:
 def _compile_and_compare(source, feeds: dict, want: dict, mode: str, device, target=None, rtol=1e-4, atol=2e-5):
     shapes = {k: list(v.shape) for k, v in feeds.items()} if mode == "static" else None
     compiled = aircc.compile(source, mode=mode, input_shapes=shapes, target=target)
-    assert compiled.report["fallback_nodes"] == []
+    assert compiled.report.fallback_nodes == []
     with aircc.load(compiled, device=device) as m:
         got = m.run(feeds)
     assert set(got) == set(want)
@@ -52,7 +52,7 @@ def _compile_and_compare(source, feeds: dict, want: dict, mode: str, device, tar
 def test_contrib_op_matches_onnxruntime(name, mode, device):
     case = CASES[name]()
     compiled = _compile_and_compare(case.model, case.feeds, _reference(case.reference, case.feeds), mode, device)
-    assert compiled.report["lowered_contrib_ops"] == case.lowered
+    assert compiled.report.stats["lowered_contrib_ops"] == case.lowered
     assert {n.op for n in compiled.graph.nodes if n.domain == "com.microsoft"} <= set(case.stays)
 
 
@@ -138,6 +138,6 @@ def test_optimizer_output_compiles_and_matches_onnxruntime(optimized, mode, targ
     ops = [(n.domain, n.op) for n in compiled.graph.nodes]
     assert not {"SkipLayerNormalization", "BiasGelu", "FastGelu", "Attention"} & {o for d, o in ops
                                                                                   if d == "com.microsoft"}
-    assert compiled.report["lowered_contrib_ops"] > 0
+    assert compiled.report.stats["lowered_contrib_ops"] > 0
     if kind == "bert":          # both layers' attention aircc's own, over one mask
         assert ops.count(("aircc", "Attention")) == 2 and ops.count(("aircc", "AttentionMask")) == 1

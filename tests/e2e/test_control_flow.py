@@ -84,7 +84,7 @@ def test_loop_then_if_matches_onnxruntime(mode, device):
     proto = loop_if_model()
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     compiled = aircc.compile(proto, mode=mode)
-    assert compiled.report["mode"] == mode
+    assert compiled.report.mode == mode
     m = aircc.load(load_om(dump_om(compiled.om)), device=device)
     rng = np.random.default_rng(0)
     xs = [np.abs(rng.standard_normal((2, 8))).astype(np.float32) * sign for sign in (1, -1)]
@@ -147,7 +147,7 @@ def test_static_mode_refuses_loop_scan_outputs_clearly():
     case = next(c for c in NODE_CASES if c.name == "test_loop11")
     with pytest.raises(CompileOptionError, match="Loop.*scan outputs.*--mode dynamic"):
         compile_model(case.model, CompileOptions(mode="static"))
-    assert aircc.compile(case.model).report["mode"] == "dynamic"    # auto picks what works
+    assert aircc.compile(case.model).report.mode == "dynamic"    # auto picks what works
 
 
 def test_static_scan_on_several_streams_is_race_free(device):

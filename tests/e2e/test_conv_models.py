@@ -53,7 +53,7 @@ def test_pack_weights_packs_what_the_tap_kernel_wants_and_keeps_the_numbers(chan
         monkeypatch.setattr(conv_choice, "STACKED_MAX_CHANNEL_SHARE", 1.0)
     m = _conv_net(channels, group, size)
     compiled = aircc.compile(m, streams=1, target=TARGET.name)
-    assert compiled.report["packed_conv_weights"] == expect
+    assert compiled.report.stats["packed_conv_weights"] == expect
     if size == 7:
         for n in compiled.graph.nodes:
             if n.op == "Conv" and n.attrs.get("kernel_shape", [3])[0] != 1 and n.name != "c2":
@@ -86,7 +86,7 @@ def test_small_convs_stay_in_the_wide_mode_big_ones_are_packed():
         m = model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
                   [tensor("x", [1, 64, size, size])], [tensor("y", [1, 48, size, size])], [w])
         compiled = aircc.compile(m, streams=1, target=TARGET.name)
-        assert compiled.report["packed_conv_weights"] == packed
+        assert compiled.report.stats["packed_conv_weights"] == packed
         conv = next(n for n in compiled.graph.nodes if n.op == "Conv")
         mode = CONV.tile([compiled.graph.types[i] for i in conv.inputs], conv.attrs, TARGET)["mode"]
         assert mode == ("taps" if packed else "wide")
@@ -133,7 +133,7 @@ def test_compiled_model_keeps_onnx_layout_and_matches_onnxruntime():
              helper.make_node("Conv", ["r", "W2"], ["y"], pads=[1, 1, 1, 1])]
     m = model(nodes, [tensor("x", [1, 64, 28, 28])], [tensor("y", [1, 128, 14, 14])], [w1, b1, w2])
     compiled = aircc.compile(m, streams=1, target=TARGET.name)
-    assert compiled.report["packed_conv_weights"] == 0
+    assert compiled.report.stats["packed_conv_weights"] == 0
     convs = [n for n in compiled.graph.nodes if n.op == "Conv"]
     tiles = [CONV.tile([compiled.graph.types[i] for i in n.inputs], n.attrs, TARGET).get("tile") for n in convs]
     assert sorted(tiles) == [2, 4]
@@ -192,3 +192,36 @@ def test_winograd_convs_on_onednn_match_onnxruntime(tmp_path, batch):
         kinds = sorted(line.split("winograd ")[1][:9] for line in shown.splitlines()
                        if "winograd F(" in line)
         assert kinds == ["F(2x2, 3x", "F(4x4, 3x", "F(4x4, 3x"], shown
+
+
+@pytest.mark.skipif(kernel_backend("dnnl").unavailable_reason() is not None,
+                    reason="oneDNN is not installed")
+def test_the_winograd_option_reaches_the_tiling_and_keys_the_compile_cache(tmp_path, aircc_env):
+    """``winograd`` is a compile option: ``off`` plans no Winograd conv where ``auto`` plans
+    three, whatever ``$AIRCC_WINOGRAD`` says (it is only the default), and a session's compile
+    cache keeps two compiles that differ only in it apart."""
+    from aircc.executor.kernels.dnnl_backend import winograd
+
+    if not winograd.available():
+        pytest.skip("the C transforms were not built")
+
+    def planned(compiled) -> int:
+        return sum(1 for t in compiled.om.parsed().tiling.entries if t.get("winograd"))
+
+    m = _residual_net(2)
+    aircc_env("AIRCC_WINOGRAD", "off")
+    assert planned(aircc.compile(m)) == 0
+    assert planned(aircc.compile(m, winograd="auto")) == 3
+    aircc_env("AIRCC_WINOGRAD", "auto")
+    assert planned(aircc.compile(m, winograd="off")) == 0
+    aircc_env("AIRCC_CACHE_DIR", str(tmp_path))
+    entries = {}
+    for mode in ("auto", "off"):
+        sess = aircc.InferenceSession(m.SerializeToString(),
+                                      providers=[("AirccVirtualDeviceProvider", {"winograd": mode})])
+        entries[mode] = sess.compile_cache
+    assert entries["auto"].path != entries["off"].path
+    assert [e.status for e in entries.values()] == ["compiled", "compiled"]
+    cached = {mode: sum(1 for t in aircc.formats.load_om(e.path).parsed().tiling.entries
+                        if t.get("winograd")) for mode, e in entries.items()}
+    assert cached == {"auto": 3, "off": 0}

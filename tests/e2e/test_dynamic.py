@@ -36,10 +36,10 @@ def _compare(got: dict, expected: list, rtol=1e-3, atol=1e-4):
 
 def test_auto_mode_picks_dynamic_for_symbolic_inputs_and_static_when_fixed(bert):
     proto, _, compiled, om = bert
-    assert compiled.report["mode"] == "dynamic" and om.mode == "dynamic"
+    assert compiled.report.mode == "dynamic" and om.mode == "dynamic"
     assert om.sections["model"]["inputs"][0]["shape"] == ["batch", "seq"]
     fixed = aircc.compile(proto, input_shapes={"input_ids": [2, 8], "attention_mask": [2, 8]})
-    assert fixed.report["mode"] == "static"
+    assert fixed.report.mode == "static"
     with pytest.raises(CompileOptionError, match="--input-shape"):
         aircc.compile(proto, mode="static")
     with pytest.raises(CompileOptionError, match="--mode"):
@@ -206,7 +206,7 @@ def test_gears_answer_batches_1_2_4_8_from_one_file(tmp_path, device):
     y3 = padded.run({"input": x[:3]})["probs"]
     np.testing.assert_allclose(y3, session.run(None, {"input": x[:3]})[0], rtol=1e-4, atol=1e-6)
     padded.close()
-    assert compiled.report["gears"] == [1, 2, 4, 8]
+    assert compiled.report.gears == [1, 2, 4, 8]
 
 
 def test_gear_options_are_checked():

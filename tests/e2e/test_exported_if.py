@@ -132,7 +132,7 @@ def _feeds(sr):
 def test_branches_on_an_input_value_with_the_same_shapes(mode, device):
     m = sample_rate_model([1, 4, 128])
     compiled = aircc.compile(m, mode=mode)
-    assert compiled.report["mode"] == ("dynamic" if mode == "dynamic" else "static")
+    assert compiled.report.mode == ("dynamic" if mode == "dynamic" else "static")
     with aircc.load(compiled, device=device) as loaded:
         for sr in (16000, 8000):
             np.testing.assert_allclose(loaded.run(_feeds(sr))["y"], _ort(m, _feeds(sr))[0], rtol=1e-6)
@@ -146,7 +146,7 @@ def test_branches_on_an_input_value_with_other_shapes_name_the_if(device):
     assert "the branches of If node 'If_1' make different shapes" in msg and "'sr'" in msg
     assert "--input-shape" not in msg and "--mode dynamic" in msg
     compiled = aircc.compile(m, mode="auto")
-    assert compiled.report["mode"] == "dynamic"
+    assert compiled.report.mode == "dynamic"
     with aircc.load(compiled, device=device) as loaded:
         for sr in (16000, 8000):
             got, want = loaded.run(_feeds(sr))["y"], _ort(m, _feeds(sr))[0]
@@ -158,7 +158,7 @@ def test_branches_on_an_input_value_with_other_shapes_name_the_if(device):
 def test_a_branch_that_cannot_run_with_these_shapes(mode, device):
     m = sample_rate_model([1, 3, -1])            # 512 samples do not split into 3 rows
     compiled = aircc.compile(m, mode=mode)
-    assert compiled.report["mode"] == ("dynamic" if mode == "dynamic" else "static")
+    assert compiled.report.mode == ("dynamic" if mode == "dynamic" else "static")
     if mode != "dynamic":                        # the dead branch is one failing task
         assert [n.op for n in compiled.graph.nodes].count("BranchFail") == 1
     ref = ReferenceEvaluator(m)

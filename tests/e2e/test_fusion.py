@@ -155,7 +155,7 @@ def test_mask_add_fuses_into_the_softmax_after_it():
     shapes = {k: list(v.shape) for k, v in feeds.items()}
     for mode in ("dynamic", "static"):
         compiled = aircc.compile(m, mode=mode, input_shapes=shapes)
-        assert compiled.report["fused_add_softmax"] == 3
+        assert compiled.report.stats["fused_add_softmax"] == 3
         ops = [n.op for n in compiled.graph.nodes]
         assert ops.count("Add") == 1 and ops.count("Softmax") == 4
         got = aircc.load(compiled).run(feeds)
@@ -194,7 +194,7 @@ def test_attention_scale_moves_into_the_query_weights():
     shapes = {k: list(v.shape) for k, v in feeds.items()}
     for mode in ("dynamic", "static"):
         compiled = aircc.compile(m, mode=mode, input_shapes=shapes)
-        assert compiled.report["pushed_matmul_scales"] == 1
+        assert compiled.report.stats["pushed_matmul_scales"] == 1
         scaled = [n for n in compiled.graph.nodes if n.op == "MatMul" and "fused_scale" in n.attrs]
         assert len(scaled) == 1 and scaled[0].attrs["fused_scale"] == 2.0
         got = aircc.load(compiled).run(feeds)
@@ -233,7 +233,7 @@ def test_residual_add_fuses_into_the_layernorm_after_it():
     for mode in ("dynamic", "static"):
         compiled = aircc.compile(m, mode=mode, input_shapes={"x": [2, 5, 8], "h": [2, 5, 8]})
         ops = [n.op for n in compiled.graph.nodes if n.op in ("Add", "LayerNormalization")]
-        assert ops.count("Add") == 1 and compiled.report["fused_add_layernorm"] == 3
+        assert ops.count("Add") == 1 and compiled.report.stats["fused_add_layernorm"] == 3
         got = aircc.load(compiled).run(feeds)
         for name, r in zip(("y", "y2", "y3", "r3", "y4"), ref):
             np.testing.assert_allclose(got[name], r, rtol=1e-5, atol=1e-5)
@@ -280,7 +280,7 @@ def test_batchnorm_scale_moves_into_the_next_convs_weights():
     m = model(nodes, [tensor("x", [2, c, 5, 5]), tensor("x50", [2, c, 5, 5])],
               [tensor(n, [2, 4, 5, 5]) for n in ("y", "y2", "y3", "y4")], inits)
     compiled = aircc.compile(m)
-    assert compiled.report["pushed_bn_scales"] == 3
+    assert compiled.report.stats["pushed_bn_scales"] == 3
     ops = [n.op for n in compiled.graph.nodes]
     assert ops.count("BatchNormalization") == 1 and ops.count("ElementwiseChain") == 2
     assert ops.count("Max") == 1
@@ -296,12 +296,12 @@ def test_compile_report_counts_fusions_and_fewer_host_kernels_in_dynamic_mode():
     from testdata import light_path
 
     r = aircc.compile(light_path("resnet50")).report
-    assert r["fused_conv_batchnorm"] == 53 and r["fused_epilogues"] > 40
-    assert r["kernels"] < 80                       # 176 before folding and fusion
+    assert r.stats["fused_conv_batchnorm"] == 53 and r.stats["fused_epilogues"] > 40
+    assert r.kernels < 80                       # 176 before folding and fusion
     m = _conv_block()
     plain = aircc.compile(m, mode="dynamic", passes=BASE)
     fused = aircc.compile(m, mode="dynamic")
-    assert fused.report["host_kernels"] < plain.report["host_kernels"]
+    assert fused.report.host.host_kernels < plain.report.host.host_kernels
 
 
 def test_per_channel_mul_add_fold_into_conv_and_batchnorm_and_bn_takes_relu():
@@ -391,7 +391,7 @@ def test_gelu_forms_fuse_into_one_gelu_node():
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     for mode in ("static", "dynamic"):
         compiled = aircc.compile(m, mode=mode, input_shapes={"x": [3, 16]})
-        assert compiled.report["fused_gelu"] == 3
+        assert compiled.report.stats["fused_gelu"] == 3
         ops = [n.op for n in compiled.graph.nodes]
         assert ops.count("Gelu") == 3 and ops.count("Erf") + ops.count("ElementwiseChain") >= 2
         got = aircc.load(compiled).run({"x": x})
@@ -424,7 +424,7 @@ def test_attention_transposes_fold_into_the_matmuls():
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for mode in ("static", "dynamic"):
         compiled = aircc.compile(m, mode=mode, input_shapes={n: [3, 6, 2, 4] for n in "qkv"})
-        assert compiled.report["fused_matmul_transposes"] == 3
+        assert compiled.report.stats["fused_matmul_transposes"] == 3
         mms = {n.outputs[0]: n.attrs for n in compiled.graph.nodes if n.op == "MatMul"}
         assert mms["s"].get("perm_a") == [0, 2, 1, 3] and "perm_b" not in mms["s"]
         assert mms["ot"] == {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}
@@ -477,7 +477,7 @@ def test_softmax_and_the_matmul_after_it_become_one_kernel():
         ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
         for mode in ("static", "dynamic"):
             compiled = aircc.compile(m, mode=mode, input_shapes={k: list(v.shape) for k, v in feeds.items()})
-            assert compiled.report["fused_softmax_matmul"] == 4
+            assert compiled.report.stats["fused_softmax_matmul"] == 4
             fused = [nd for nd in compiled.graph.nodes if nd.op == "SoftmaxMatMul"]
             assert fused[0].attrs == {"perm_b": [0, 2, 1, 3], "perm_y": [0, 2, 1, 3]}
             assert [nd.op for nd in compiled.graph.nodes].count("Softmax") == 1

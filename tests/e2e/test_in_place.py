@@ -23,7 +23,7 @@ def test_concat_parts_are_written_in_place(streams):
     aliases = {a["name"]: a for a in plan["aliases"]}
     # every part of the first Concat lives in its slice; "d" and "a" are taken, so the
     # second Concat copies both
-    assert set(aliases) == {"a", "b", "c", "d"} and compiled.report["concats_in_place"] == 1
+    assert set(aliases) == {"a", "b", "c", "d"} and compiled.report.memory.concats_in_place == 1
     root = next(b for b in plan["buffers"] if b["name"] == "cat")
     assert [aliases[p]["offset"] - root["offset"] for p in "abcd"] == [0, 4000, 8000, 12000]
     cats = {t["node"]: t for lst in s["tasks"]["lists"] for t in lst if t.get("op") == "Concat"}
@@ -60,7 +60,7 @@ def test_reshapes_are_their_inputs_bytes():
     aliases = {a["name"]: a for a in plan["aliases"]}
     r = next(b for b in plan["buffers"] if b["name"] == "r")
     assert {n: aliases[n]["offset"] for n in ("rs", "u", "f")} == dict.fromkeys(("rs", "u", "f"), r["offset"])
-    assert compiled.report["reshapes_in_place"] == 3
+    assert compiled.report.memory.reshapes_in_place == 3
     x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     loaded = aircc.load(compiled.om)

@@ -23,16 +23,16 @@ def test_a_light_model_planned_channels_last_matches_onnxruntime(name, mode, dev
     planned = compile_model(light_path(name), CompileOptions(channels_last=True, mode=mode,
                                                              target="cpu-avx2"))
     report = planned.report
-    assert report["channels_last_nodes"] > 20 and report["layout_reorders"] >= 1
+    assert report.stats["channels_last_nodes"] > 20 and report.stats["layout_reorders"] >= 1
     assert sum(n.attrs.get("channels_last", 0) for n in planned.graph.nodes) == \
-        report["channels_last_nodes"]
+        report.stats["channels_last_nodes"]
     if mode == "static":        # the same bytes, laid out differently
         plain = compile_model(light_path(name), CompileOptions(target="cpu-avx2"))
-        assert report["arena_bytes"] == plain.report["arena_bytes"]
-        assert "layout_reorders" not in plain.report or plain.report["layout_reorders"] == 0
+        assert report.memory.arena_bytes == plain.report.memory.arena_bytes
+        assert plain.report.stats.get("layout_reorders", 0) == 0
     shown = summarize(planned.om)["layouts"]       # what aircc inspect shows
-    assert shown["channels_last_kernels"] == report["channels_last_nodes"]
-    assert len(shown["reorders"]) == report["layout_reorders"]
+    assert shown["channels_last_kernels"] == report.stats["channels_last_nodes"]
+    assert len(shown["reorders"]) == report.stats["layout_reorders"]
     m = aircc.load(planned.om, device=device)
     feeds = random_feeds(m.inputs, seed=1)
     got = m.run(feeds)
@@ -50,11 +50,11 @@ def test_shufflenet_shuffles_stay_inside_its_channels_last_region(mode, device):
     two per shuffle."""
     c = compile_model(light_path("shufflenet"), CompileOptions(channels_last=True, mode=mode,
                                                                target="cpu-avx2"))
-    assert c.report["fused_channel_shuffles"] == 16
+    assert c.report.stats["fused_channel_shuffles"] == 16
     shuffles = [n for n in c.graph.nodes if n.op == "ChannelShuffle"]
     assert len(shuffles) == 16 and all(n.attrs["axis"] == 3 for n in shuffles)
     assert not any(n.op == "Transpose" and len(n.attrs.get("perm", [])) == 5 for n in c.graph.nodes)
-    assert c.report["layout_reorders"] == 1 and c.report["layout_views"] == 1
+    assert c.report.stats["layout_reorders"] == 1 and c.report.stats["layout_views"] == 1
     m = aircc.load(c.om, device=device)
     feeds = random_feeds(m.inputs, seed=1)
     got = m.run(feeds)

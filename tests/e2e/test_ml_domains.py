@@ -94,8 +94,8 @@ def test_native_kernels_run_the_ml_cases_and_the_reference_the_rest():
     fallback = {}
     for case in _domain_cases():
         report = compile_model(case.model, CompileOptions(mode="dynamic")).report
-        for n in report["fallback_nodes"]:
-            fallback[n["op"]] = fallback.get(n["op"], 0) + 1
+        for n in report.fallback_nodes:
+            fallback[n.op] = fallback.get(n.op, 0) + 1
     assert set(fallback) == {"Adagrad", "Adam", "Momentum", "TreeEnsemble"}
 
 
@@ -114,7 +114,7 @@ def test_skl2onnx_models_match_onnxruntime(name):
     fixed = copy.deepcopy(onx)          # static mode wants the batch fixed
     fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = len(x)
     for mode, m in (("static", fixed), ("dynamic", onx)):
-        assert compile_model(m, CompileOptions(mode=mode)).report["fallback_nodes"] == []
+        assert compile_model(m, CompileOptions(mode=mode)).report.fallback_nodes == []
         (got,) = _run(m, [[x]], mode)
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
@@ -205,7 +205,7 @@ def test_tree_ensemble_regressor_matches_onnxruntime(aggregate, version):
     x[::7, 1] = np.nan                       # missing values follow tracks_true
     expected = ort.InferenceSession(model.SerializeToString(),
                                     providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
-    assert compile_model(model, CompileOptions()).report["fallback_nodes"] == []
+    assert compile_model(model, CompileOptions()).report.fallback_nodes == []
     for mode in ("static", "dynamic"):
         (got,) = _run(model, [[x]], mode)
         np.testing.assert_allclose(got[0], expected, rtol=1e-6, atol=1e-6)

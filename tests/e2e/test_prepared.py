@@ -102,7 +102,7 @@ def test_dynamic_mode_transforms_a_weight_once_for_every_shape(monkeypatch):
     monkeypatch.setattr(winograd, "weights", counted)
     m = conv_model(shape=[1, 64, "h", "w"])
     compiled = aircc.compile(m, target=numpy_target())
-    assert compiled.report["mode"] == "dynamic"
+    assert compiled.report.mode == "dynamic"
     with aircc.load(compiled.om) as loaded:
         for size in (28, 32, 28, 36, 32):
             x = rand(1, 64, size, size)

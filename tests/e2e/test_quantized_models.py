@@ -264,7 +264,7 @@ def test_quantized_model_matches_onnxruntime(folder, kind, how, ops, mode):
                    for n in model.graph.node), "no int32 (bias) DequantizeLinear"
     shapes = {k: list(v.shape) for k, v in feeds(kind, 0).items()}
     compiled = aircc.compile(path, mode=mode, input_shapes=shapes if mode == "static" else None)
-    assert compiled.report["fallback_nodes"] == []
+    assert compiled.report.fallback_nodes == []
     steps = output_steps(model)
     with aircc.load(compiled) as loaded:
         for seed in (1, 2):

@@ -55,15 +55,15 @@ def _expected_fusions(name: str, report: dict, ops: list[str]) -> None:
     spells it out (opset 17); at opset 20 it is one Gelu op already."""
     spec = MODELS[name]
     if spec.kind == "custom":
-        assert report["mask_fills_to_add"] == 1
+        assert report.stats["mask_fills_to_add"] == 1
     if spec.kind == "bert":
-        assert report["fused_add_layernorm"] == 1 + 2 * _layers(name)     # embeddings, 2 a layer
+        assert report.stats["fused_add_layernorm"] == 1 + 2 * _layers(name)     # embeddings, 2 a layer
     elif spec.kind == "encoder":
         pre_norm = "-pre-" in name
-        assert report["fused_add_layernorm"] == (0 if pre_norm else 2 * _layers(name))
+        assert report.stats["fused_add_layernorm"] == (0 if pre_norm else 2 * _layers(name))
     gelu = spec.kind == "bert" or "-gelu-" in name
     if name.endswith("legacy17") and gelu:
-        assert report["fused_gelu"] == _layers(name)
+        assert report.stats["fused_gelu"] == _layers(name)
     assert ops.count("Gelu") == (_layers(name) if gelu else 0)
 
 
@@ -75,7 +75,7 @@ def test_real_export_fuses_its_attention_and_matches_onnxruntime(name, mode, dev
     path = exported(name)
     compiled = aircc.compile(path, mode=mode, input_shapes=_input_shapes(name, mode, feeds), target=TARGET)
     report, ops = compiled.report, [n.op for n in compiled.graph.nodes]
-    assert report["fused_attention"] == _layers(name) == ops.count("Attention")
+    assert report.stats["fused_attention"] == _layers(name) == ops.count("Attention")
     assert not {"Softmax", "SoftmaxMatMul", "IsNaN"} & set(ops)
     _expected_fusions(name, report, ops)
     masked = MODELS[name].kind == "bert" or MODELS[name].options.get("mask") != "none"
@@ -97,7 +97,7 @@ def test_a_sequence_length_the_export_fixed_is_not_taken_as_symbolic(device):
     name = "mha-bf-none-legacy"
     feeds = inputs(name, 2, fixed_seq(name))
     compiled = aircc.compile(exported(name), mode="dynamic", target=TARGET)
-    assert compiled.report["fused_attention"] == 0
+    assert compiled.report.stats["fused_attention"] == 0
     want = ort.InferenceSession(exported(name), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     with aircc.load(compiled, device=device) as model:
         np.testing.assert_allclose(model.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)

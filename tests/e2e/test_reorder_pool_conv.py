@@ -16,7 +16,7 @@ RNG = np.random.default_rng(11)
 
 def _check(m, feeds, reordered: int, rtol=1e-4):
     compiled = aircc.compile(m, target=numpy_target())
-    assert compiled.report["reordered_pool_convs"] == reordered
+    assert compiled.report.stats["reordered_pool_convs"] == reordered
     expected = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     got = aircc.load(compiled).run(feeds)
     for g, e in zip(got.values(), expected):

@@ -112,7 +112,7 @@ def onnxruntime_outputs(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]
 
 def assert_native(compiled) -> None:
     """Every recurrent node of the optimised graph runs the native kernel."""
-    assert compiled.report["fallback_nodes"] == []
+    assert compiled.report.fallback_nodes == []
     nodes = [n for n in compiled.graph.walk() if n.op in RECURRENT]
     assert nodes and all(n.meta.get("impl") != "fallback" for n in nodes)
 
@@ -129,7 +129,7 @@ def assert_matches(got: dict, expected: list) -> None:
 def test_helper_built_layers(mode, device):
     model, feeds = stacked_model(), stacked_feeds()
     compiled = aircc.compile(model, mode=mode)
-    assert compiled.report["mode"] == mode
+    assert compiled.report.mode == mode
     assert_native(compiled)
     loaded = aircc.load(compiled, device=device)
     try:
@@ -159,7 +159,7 @@ def test_torch_exports_static_and_dynamic(kind, exporter, device):
         loaded.close()
     for feeds, ref in zip(cases, expected):
         static = aircc.compile(model, mode="static", input_shapes={"x": list(feeds["x"].shape)})
-        assert static.report["mode"] == "static"
+        assert static.report.mode == "static"
         assert_native(static)
         loaded = aircc.load(static, device=device)
         try:

@@ -58,7 +58,7 @@ def _check_both_modes(onx: onnx.ModelProto, feeds_of) -> None:
         shapes = ({k: v.shape for k, v in feeds_of(STATIC_BATCH).items()} if mode == "static"
                   else None)
         compiled = aircc.compile(onx, mode=mode, input_shapes=shapes)
-        assert compiled.report["fallback_nodes"] == [], mode
+        assert compiled.report.fallback_nodes == [], mode
         with aircc.load(compiled) as model:
             for rows in batches:
                 feeds = feeds_of(rows)

@@ -41,7 +41,7 @@ def test_the_target_is_recorded_and_decides_the_tuning():
     assert avx2.om.sections["model"]["target"] == {"name": "cpu-avx2", "backend": "numpy",
                                                    "vector_class": "avx2"}
     assert avx512.om.sections["model"]["target"]["vector_class"] == "avx512"
-    assert avx2.report["target"] == "cpu-avx2"
+    assert avx2.report.target == "cpu-avx2"
     assert _tiles(avx2.om) == [4] and _tiles(avx512.om) == [None]
     x = np.random.default_rng(2).standard_normal((1, 64, 112, 112)).astype(np.float32)
     with aircc.load(avx2.om) as a, aircc.load(avx512.om) as b:
@@ -59,10 +59,10 @@ def test_native_is_this_machines_backend_and_class():
 
 def test_the_environment_sets_the_default_target(aircc_env):
     aircc_env("AIRCC_TARGET", "cpu-avx512")
-    assert aircc.compile(_conv(16)).report["target"] == "cpu-avx512"
+    assert aircc.compile(_conv(16)).report.target == "cpu-avx512"
     aircc_env("AIRCC_TARGET", "")
     aircc_env("AIRCC_VECTOR_CLASS", "avx2")                # the older spelling
-    assert aircc.compile(_conv(16)).report["target"] == "cpu-avx2"
+    assert aircc.compile(_conv(16)).report.target == "cpu-avx2"
 
 
 def test_an_unknown_target_names_the_known_ones():
@@ -133,5 +133,5 @@ def test_gears_get_the_streams_of_the_static_build_of_their_batch():
         for plan in gears.om.sections["gears"]["plans"]:
             static = aircc.compile(m, input_shapes={"x": [plan["batch"], 32, 32, 32]},
                                    split_matrix_branches=split)
-            assert plan["tasks"]["streams"] == static.report["streams"], (split, plan["batch"])
-        assert gears.report["streams"] == (3 if split else 1)
+            assert plan["tasks"]["streams"] == static.report.streams, (split, plan["batch"])
+        assert gears.report.streams == (3 if split else 1)

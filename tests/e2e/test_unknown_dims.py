@@ -57,7 +57,7 @@ def test_a_dim_value_of_minus_one_is_unknown(mode, device):
     feeds = _feeds(np.random.default_rng(0), (2, 3, 4, 6))
     shapes = {"x": [2, 3, 4, 6], "x2": [5, 7]} if mode == "static" else None
     compiled = _check(m, feeds, mode, device, shapes)
-    assert compiled.report["mode"] == mode
+    assert compiled.report.mode == mode
 
 
 def test_minus_one_in_input_shapes_is_unknown_too(device):

@@ -83,11 +83,11 @@ def test_dynamic_export_matches_onnxruntime_at_every_shape(name, exporter, sessi
     path, sess = session(name, exporter)
     assert EXPECTED_OPS[name] <= _ops(path)
     compiled = aircc.compile(path, mode="dynamic")
-    assert compiled.report["fallback_nodes"] == []
+    assert compiled.report.fallback_nodes == []
     if name == "decoder":               # each layer's triu mask fill folds into its attention
         ops = [n.op for n in compiled.graph.nodes]
-        assert compiled.report["fused_attention"] == LAYERS == ops.count("Attention")
-        assert compiled.report["mask_fills_to_add"] == LAYERS and "Softmax" not in ops
+        assert compiled.report.stats["fused_attention"] == LAYERS == ops.count("Attention")
+        assert compiled.report.stats["mask_fills_to_add"] == LAYERS and "Softmax" not in ops
     with aircc.load(compiled, device=device) as model:
         for batch, seq in SHAPES:
             _check(model, sess, name, batch, seq)
@@ -98,8 +98,8 @@ def test_static_export_matches_onnxruntime(name, exporter, session, device):
     path, sess = session(name, exporter)
     shapes = {k: list(v.shape) for k, v in inputs(name, *STATIC).items()}
     compiled = aircc.compile(path, mode="static", input_shapes=shapes)
-    assert compiled.report["fallback_nodes"] == []
-    assert compiled.report["mode"] == "static"
+    assert compiled.report.fallback_nodes == []
+    assert compiled.report.mode == "static"
     with aircc.load(compiled, device=device) as model:
         _check(model, sess, name, *STATIC)
 

@@ -37,7 +37,7 @@ def test_onnxruntime_default_domain_ops_import_and_the_model_stays_as_it_was():
     assert [(n.op, n.domain, n.version) for n in graph.nodes] == [
         ("LayerNormalization", "", 9), ("SimplifiedLayerNormalization", "", 9), ("ThresholdedRelu", "", 9)]
     compiled = aircc.compile(m, mode="dynamic")
-    assert compiled.report["fallback_nodes"] == []
+    assert compiled.report.fallback_nodes == []
     assert [(n.op, n.version) for n in compiled.graph.nodes if n.op == "LayerNormalization"] == [
         ("LayerNormalization", 17)]                               # lower-contrib: opset 17's
 

@@ -190,7 +190,7 @@ def test_static_mode_needs_static_shapes():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", ["N", 4])], [tensor("y", ["N", 4])])
     with pytest.raises(CompileOptionError, match="--input-shape"):
         compile_model(m, CompileOptions(mode="static"))
-    assert compile_model(m, CompileOptions(input_shapes={"x": [2, 4]})).report["mode"] == "static"
+    assert compile_model(m, CompileOptions(input_shapes={"x": [2, 4]})).report.mode == "static"
 
 
 def test_plan_of_multistream_sample_has_no_live_overlap():
@@ -229,7 +229,7 @@ def test_one_stream_conflicts_by_sweep_equal_the_happens_before_test():
 def test_concat_with_strided_parts_copies():
     compiled = compile_model(concat_model(batch=2), CompileOptions())
     plan = compiled.om.sections["memory_plan"]
-    assert plan["aliases"] == [] and compiled.report["concats_in_place"] == 0
+    assert plan["aliases"] == [] and compiled.report.memory.concats_in_place == 0
 
 
 def test_alias_group_is_one_buffer_with_every_writer():

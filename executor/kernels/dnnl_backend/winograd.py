@@ -40,9 +40,11 @@ models, on a 2-vCPU AMD EPYC):
   the GEMM rate), nor with fewer channels (DenseNet's 128 -> 32 at 14 x 14: 1.4-1.6,
   SqueezeNet's 16 -> 64 at 55 x 55: 1.4).
 
-``$AIRCC_WINOGRAD`` sets the mode at compile time: ``auto`` (the default: the rule above),
+The compile target's ``winograd`` (``CompileOptions.winograd``, ``aircc compile --winograd``,
+by default ``$AIRCC_WINOGRAD``) sets the mode: ``auto`` (the default: the rule above),
 ``off`` (never), ``2`` or ``4`` (that tile wherever the conv qualifies, whatever its
-shape: for measuring).  Where the C module was not built (no compiler at install), the
+shape: for measuring); a dynamic model's run-time tiling, whose target does not say,
+follows ``$AIRCC_WINOGRAD``.  Where the C module was not built (no compiler at install), the
 tiling never chooses it, and a .om that chose it runs the direct kernel, whose scratchpad
 the task's workspace also covers.
 """
@@ -157,10 +159,9 @@ def _geometry(types: list, attrs: dict) -> tuple[tuple, tuple, tuple] | None:
     return tuple(x.shape), tuple(out), tuple(pb)
 
 
-def choose(types: list, attrs: dict) -> Geometry | None:
-    """The Winograd geometry for this conv (its tile size in ``m``), or None: the direct
-    kernel runs it (see the module doc)."""
-    setting = settings().winograd
+def choose(types: list, attrs: dict, setting: str) -> Geometry | None:
+    """The Winograd geometry for this conv (its tile size in ``m``) in Winograd mode
+    ``setting``, or None: the direct kernel runs it (see the module doc)."""
     if setting == "off" or not available():
         return None
     found = _geometry(types, attrs)
@@ -216,12 +217,12 @@ class Plan:
         self.workspace = self.scratch_at + _align(self.matmul.scratchpad_size)
 
 
-def tiling(types: list, attrs: dict, direct: dict) -> dict | None:
-    """The tiling of a conv the Winograd mode takes (its workspace also covers the direct
-    kernel's ``direct`` tiling), or None."""
+def tiling(types: list, attrs: dict, direct: dict, setting: str) -> dict | None:
+    """The tiling of a conv Winograd mode ``setting`` takes (its workspace also covers the
+    direct kernel's ``direct`` tiling), or None."""
     if direct.get("backend") != "dnnl":
         return None
-    g = choose(types, attrs)
+    g = choose(types, attrs, setting)
     if g is None:
         return None
     plan = Plan(g)
@@ -295,7 +296,8 @@ def offered(cls):
 
     def tiling_(types, attrs, target):
         direct = direct_tiling(types, attrs, target)
-        return tiling(types, attrs, direct) or direct
+        setting = target.winograd if target is not None and target.winograd else settings().winograd
+        return tiling(types, attrs, direct, setting) or direct
 
     def prepare_(ins, outs, attrs, tiling, ws, constant, prepared=None):
         if tiling.get("winograd"):

@@ -4,6 +4,8 @@ by the image's edge, batches, pads, the epilogue), and the direct kernel whereve
 declines: weights that change, the C transforms missing, ``$AIRCC_WINOGRAD=off``."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -108,28 +110,31 @@ def test_winograd_conv_matches_a_float64_direct_conv(aircc_env, n, h, w, c, k, p
     ((1, 28, 28, 64), {"fused_activation": "HardSigmoid"}, None),
     ((1, 28, 28, 64), {CHANNELS_LAST: 0}, None),     # channels-first: the direct kernel
 ])
-def test_which_convolutions_take_the_winograd_mode(aircc_env, shape, attrs, want):
-    aircc_env("AIRCC_WINOGRAD", "auto")
+def test_which_convolutions_take_the_winograd_mode(shape, attrs, want):
     c = shape[-1]
     groups = attrs.get("group", 1)
     x = TensorType("float32", shape if attrs.get(CHANNELS_LAST, 1) else
                    (shape[0], c, *shape[1:3]))
     w = TensorType("float32", (c, c // groups, 3, 3))
     full = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], CHANNELS_LAST: 1, **attrs}
-    found = winograd.choose([x, w, TensorType("float32", (c,))], full)
+    found = winograd.choose([x, w, TensorType("float32", (c,))], full, "auto")
     assert (found.m if found else None) == want
 
 
 def test_the_mode_setting(aircc_env):
+    """The target's mode decides; a target that names none (a dynamic model's, at run time)
+    follows $AIRCC_WINOGRAD."""
     types = [TensorType("float32", (1, 56, 56, 64)), TensorType("float32", (64, 64, 3, 3))]
     attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], CHANNELS_LAST: 1}
-    aircc_env("AIRCC_WINOGRAD", "off")
-    assert winograd.choose(types, attrs) is None
+    assert winograd.choose(types, attrs, "off") is None
     with pytest.raises(ConfigError, match="AIRCC_WINOGRAD='sometimes'"):
         aircc_env("AIRCC_WINOGRAD", "sometimes")
     if winograd.available():
+        assert winograd.choose(types, attrs, "2").m == 2
+        impl = layout.adapt_kernel(DNNL.impl("Conv", 11, ""), attrs)
         aircc_env("AIRCC_WINOGRAD", "2")
-        assert winograd.choose(types, attrs).m == 2
+        assert impl.tile(types, attrs, TARGET)["winograd"] == 2
+        assert "winograd" not in impl.tile(types, attrs, dataclasses.replace(TARGET, winograd="off"))
 
 
 @needs_transforms
@@ -160,7 +165,7 @@ def test_a_model_that_chose_winograd_runs_the_direct_kernel_where_the_transforms
     tiling = impl.tile([TensorType.of(a) for a in (x, wt, b)], attrs, TARGET)
     assert tiling["winograd"] == 4
     monkeypatch.setattr(winograd, "transforms", lambda: None)
-    assert winograd.choose([TensorType.of(a) for a in (x, wt, b)], attrs) is None
+    assert winograd.choose([TensorType.of(a) for a in (x, wt, b)], attrs, "auto") is None
     ws = np.zeros(tiling["workspace"], np.uint8)
     y = np.full((1, 28, 28, 64), np.nan, np.float32)
     impl.prepare([x, wt, b], [y], attrs, tiling, ws, [False, True, True], prepared=None)()

@@ -103,7 +103,7 @@ def test_every_native_kernel_keeps_nan_and_infinities(node_batches, device, dnnl
                                                       target, big):
     batch = node_batches[big]
     compiled, got = dnnl_node_run if target == DNNL_TARGET else run(batch, target, device)
-    assert not compiled.report["fallback_nodes"], compiled.report["fallback_nodes"]
+    assert not compiled.report.fallback_nodes, compiled.report.fallback_nodes
     bad = failures(batch, got, backends_by_case(compiled))
     assert not bad, f"{len(bad)} outputs differ from the reference:\n" + "\n".join(bad)
 
