@@ -166,7 +166,7 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
     with compile_progress(not quiet and sys.stdout.isatty()) as progress:
         compiled = compile_model(model, options, progress)
     if emit == "report":
-        click.echo(json.dumps(compiled.report.to_payload(), indent=2))
+        click.echo(json.dumps(compiled.om.sections["model"]["compile_report"], indent=2))
         return
     if emit == "dot":
         from aircc.formats.dot import to_dot
