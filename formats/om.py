@@ -26,6 +26,7 @@ import numpy as np
 
 from aircc.errors import ModelFormatError
 
+from .alignment import align_up
 from .checks import DTYPES, dtype_name
 from .contract import (SCHEMA_VERSION, SECTION_NAMES, ModelContract, missing_sections,
                        parse_sections, validate_section)
@@ -82,8 +83,6 @@ class OmFile:
                 f"weights={len(self.weights)} tensors / {nbytes} bytes)")
 
 
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
 
 
 # ------------------------------------------------------------------ writer
@@ -100,7 +99,7 @@ def assemble(flags: int, sections: list[tuple[int, int, list[Any]]]) -> tuple[in
     pos = table_end
     for i in order:  # file order: as given, but the weights last
         kind, _, chunks = sections[i]
-        off = _align(pos, WEIGHTS_ALIGN if kind == WEIGHTS_DATA else SECTION_ALIGN)
+        off = align_up(pos, WEIGHTS_ALIGN if kind == WEIGHTS_DATA else SECTION_ALIGN)
         size, crc = 0, 0
         for ch in chunks:
             crc = zlib.crc32(ch, crc)
@@ -141,7 +140,7 @@ def weight_chunks(weights: dict[str, Any]) -> tuple[list[dict[str, Any]], list[A
         if dname is None:
             raise TypeError(f"weight '{name}' has unsupported dtype {arr.dtype} "
                             f"(supported: {', '.join(sorted(DTYPES))})")
-        off = _align(pos, TENSOR_ALIGN)
+        off = align_up(pos, TENSOR_ALIGN)
         if off > pos:
             chunks.append(bytes(off - pos))
         le = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))

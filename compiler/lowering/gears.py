@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from aircc.errors import CompileOptionError
+from aircc.formats.alignment import RegionLayout
 from aircc.formats.gears import MAX_GEARS, MIN_GEARS, GearPlan, GearsSection
 from aircc.formats.kinds import Region
 from aircc.formats.memory_plan import WeightRecord
@@ -40,8 +41,7 @@ def _moved(op: Operand | None, remap: dict[int, int]) -> Operand | None:
 def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np.ndarray], int]:
     """One weights table for all gears; rewrites each gear's weight operands to it."""
     merged: dict[str, np.ndarray] = {}
-    offsets: dict[str, int] = {}
-    end = 0
+    layout = RegionLayout(gears[0][1].memory_plan.alignment)
     for batch, plan, weights in gears:
         remap: dict[int, int] = {}
         mp = plan.memory_plan
@@ -53,10 +53,9 @@ def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np
                 name = f"{name}@batch{batch}"
             if name not in merged:
                 merged[name] = arr
-                offsets[name] = end
-                end += (arr.nbytes + mp.alignment - 1) // mp.alignment * mp.alignment
-            remap[w.offset] = offsets[name]
-            records.append(WeightRecord(name, offsets[name], w.size))
+                layout.place(name, arr.nbytes)
+            remap[w.offset] = layout.offsets[name]
+            records.append(WeightRecord(name, layout.offsets[name], w.size))
         mp.weights = records
         for tl in plan.tasks.lists:
             for task in tl:
@@ -66,8 +65,8 @@ def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np
                 elif isinstance(task, CopyTask):
                     task.operand = _moved(task.operand, remap)
     for _, plan, _ in gears:
-        plan.memory_plan.weights_bytes = end
-    return merged, end
+        plan.memory_plan.weights_bytes = layout.end
+    return merged, layout.end
 
 
 def compile_gears(source, options: CompileOptions,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aircc.formats.alignment import ALIGNMENT, RegionLayout
 from aircc.formats.kinds import Impl, Region, TaskKind
 from aircc.formats.memory_plan import AliasRecord, BufferRecord, MemoryPlanSection, WeightRecord
 from aircc.formats.tasks import (CopyTask, EventTask, JumpTask, KernelTask, Operand, Task,
@@ -18,7 +19,7 @@ from aircc.formats.tasks import (CopyTask, EventTask, JumpTask, KernelTask, Oper
 from aircc.ops import device
 
 from ..ir.graph import Graph, Node
-from ..memory.planner import ALIGNMENT, MemoryPlan, align_up, workspace_buffer
+from ..memory.planner import MemoryPlan, workspace_buffer
 
 #: Device tasks by op: the task kind each lowers to.
 TASK_KINDS = {device.EVENT_RECORD: TaskKind.EVENT_RECORD, device.EVENT_WAIT: TaskKind.EVENT_WAIT,
@@ -42,13 +43,12 @@ def plan_weights(graph: Graph, alignment: int = ALIGNMENT) -> tuple[dict[str, in
     no bytes (an exporter's ``roi = []``) takes no room and no record: its operands
     point at offset 0 and read nothing."""
     used = [c for c in graph.constants if any(c in n.inputs for n in graph.nodes)]
-    offsets, end = {}, 0
+    layout = RegionLayout(alignment)
     for name in used:
         nbytes = graph.constants[name].nbytes
         if nbytes:
-            offsets[name] = end
-            end += align_up(nbytes, alignment)
-    return offsets, end
+            layout.place(name, nbytes)
+    return layout.offsets, layout.end
 
 
 class _Addresses:

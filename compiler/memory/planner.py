@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aircc.errors import CompileOptionError
+from aircc.formats.alignment import ALIGNMENT, align_up
 from aircc.formats.kinds import Impl
 from aircc.ops import Trait, has_trait
 
@@ -36,17 +37,12 @@ from ..ir.user_names import user_value
 from ..schedule.happens_before import HappensBefore, covers
 from .lower_bound import lower_bound
 
-ALIGNMENT = 64
-
-
 def workspace_buffer(node: str) -> str:
     """The name of the buffer that holds node ``node``'s workspace: the planner places it
     under this name and the lowering finds its offset by it."""
     return f"{node}#workspace"
 
 
-def align_up(n: int, a: int = ALIGNMENT) -> int:
-    return (n + a - 1) // a * a
 
 
 @dataclass

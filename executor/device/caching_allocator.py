@@ -21,6 +21,7 @@ from typing import Iterable
 import numpy as np
 
 from aircc.errors import DeviceError, DeviceOutOfMemoryError, StreamSyncTimeoutError
+from aircc.formats.alignment import align_up
 
 from .memory import DeviceMemory
 from .stream import Event, Signal, Stream
@@ -56,8 +57,6 @@ class Block:
     _pending: Pending = field(default_factory=dict, repr=False)
 
 
-def _round_up(n: int, to: int) -> int:
-    return (n + to - 1) // to * to
 
 
 def _prune(pending: Pending) -> None:
@@ -137,7 +136,7 @@ class CachingAllocator:
             raise DeviceError(f"small_limit must be in (0, page_bytes={page_bytes}], got {small_limit}")
         self.memory = memory
         self.page_bytes = int(page_bytes)
-        self.small_limit = _round_up(int(small_limit), BLOCK_ALIGN)
+        self.small_limit = align_up(int(small_limit), BLOCK_ALIGN)
         self.sync_timeout = sync_timeout
         self.same_stream_only = same_stream_only
         self.reuse = reuse
@@ -160,7 +159,7 @@ class CachingAllocator:
         memory.pools.add(self)
         if initial_bytes > 0:
             with self._lock:
-                self._reserve(_round_up(int(initial_bytes), self.page_bytes), False,
+                self._reserve(align_up(int(initial_bytes), self.page_bytes), False,
                               "the caching allocator's initial segment")
 
     # ------------------------------------------------------------ public API
@@ -168,7 +167,7 @@ class CachingAllocator:
         """A block of at least ``size`` bytes usable by kernels on ``stream``."""
         if size < 0:
             raise DeviceError(f"malloc of a negative size ({size} bytes) for {what or 'a buffer'}")
-        alloc = _round_up(max(int(size), 1), BLOCK_ALIGN)
+        alloc = align_up(max(int(size), 1), BLOCK_ALIGN)
         small = alloc <= self.small_limit
         with self._lock:
             block = self._find_or_grow(alloc, small, stream, what)
@@ -295,7 +294,7 @@ class CachingAllocator:
                 self._c["cache_hits"] += 1
                 return b
             self._c["cross_stream_waits_avoided"] += 1
-        seg_size = self.page_bytes if small else _round_up(alloc, self.page_bytes)
+        seg_size = self.page_bytes if small else align_up(alloc, self.page_bytes)
         try:
             return self._reserve(seg_size, small, what)
         except DeviceOutOfMemoryError:
@@ -312,7 +311,7 @@ class CachingAllocator:
         if raw % BLOCK_ALIGN:
             self.memory.free(raw, cached=True)
             raw = self.memory.malloc(size + BLOCK_ALIGN, what, cached=True)
-        seg = _Segment(raw, _round_up(raw, BLOCK_ALIGN), size, small)
+        seg = _Segment(raw, align_up(raw, BLOCK_ALIGN), size, small)
         self._segments.append(seg)
         c = self._c
         c["segment_allocs"] += 1

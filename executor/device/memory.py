@@ -14,8 +14,7 @@ import weakref
 import numpy as np
 
 from aircc.errors import DeviceError, DeviceOutOfMemoryError
-
-ALIGNMENT = 64
+from aircc.formats.alignment import ALIGNMENT, align_up
 
 #: The buffer's base address is aligned to a page, so that every 64-byte-aligned
 #: offset is a 64-byte-aligned address (a vector load never straddles two cache
@@ -116,7 +115,7 @@ class DeviceMemory:
         """Reserve ``size`` bytes; returns the offset.  ``cached``: for a caching
         allocator's segment, which counts as cached (free for reuse) until it hands
         parts of it out."""
-        size = max(ALIGNMENT, (int(size) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
+        size = max(ALIGNMENT, align_up(size))
         with self._lock:
             self._check_open()
             for k, (off, free) in enumerate(self._free):

@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from aircc.formats.alignment import ALIGNMENT, align_up
 from aircc.ops.shapes import prod
 from aircc.ops.machine import resolve_target
 from aircc.ops.types import types_of
@@ -13,11 +14,12 @@ from aircc.ops.types import types_of
 #: Bytes the im2col / scratch block buffers aim to stay under.
 BLOCK_BYTES = 32 << 20
 #: Alignment of the sections carved out of a workspace.
-WS_ALIGN = 64
+WS_ALIGN = ALIGNMENT
 
 
 def align(n: int) -> int:
-    return (int(n) + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN
+    """``n`` rounded up to where the next workspace section may start."""
+    return align_up(n, WS_ALIGN)
 
 
 def carve(ws: np.ndarray, offset: int, shape: Sequence[int], dtype) -> np.ndarray:

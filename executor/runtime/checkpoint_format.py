@@ -34,6 +34,7 @@ from typing import BinaryIO
 import numpy as np
 
 from aircc.errors import CheckpointError
+from aircc.formats.alignment import align_up
 from aircc.formats.checks import DTYPES, MAX_RANK, array_spec, dtype_name
 
 MAGIC = b"AIRCKPT\x00"
@@ -151,7 +152,7 @@ def write_checkpoint(path: str | os.PathLike, sources: list[Source], meta: dict)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "wb") as f:
-            at = end = _aligned(HEADER_SIZE + index_size)
+            at = end = align_up(HEADER_SIZE + index_size, ALIGN)
             tails = []
             for (name, dtype, shape, chunks), head in zip(sources, heads):
                 f.seek(at)
@@ -164,7 +165,7 @@ def write_checkpoint(path: str | os.PathLike, sources: list[Source], meta: dict)
                     raise CheckpointError(f"tensor '{name}' gave {size} bytes; its shape "
                                           f"{list(shape)} of {dtype} needs {expect}")
                 tails.append(_ENTRY_TAIL.pack(at, size, crc))
-                end, at = at + size, _aligned(at + size)
+                end, at = at + size, align_up(at + size, ALIGN)
             index = meta_raw + b"".join(h + t for h, t in zip(heads, tails))
             header = HEADER.pack(MAGIC, VERSION, 0, end, HEADER_SIZE, len(index), len(heads),
                                   zlib.crc32(index), len(meta_raw))
@@ -198,8 +199,6 @@ def sync_folder(folder: str) -> None:
         os.close(fd)
 
 
-def _aligned(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
 # ---------------------------------------------------------------- reading
@@ -272,9 +271,9 @@ def _parse_meta(raw: bytes, where: str) -> dict:
 def _parse_entries(index: memoryview, at: int, count: int, data_start: int, size: int,
                    where: str) -> list[Entry]:
     entries, names, end = [], set(), data_start
-    if not count and size != _aligned(data_start):
+    if not count and size != align_up(data_start, ALIGN):
         raise CheckpointError(f"{where}: {size} bytes, but an index of no tensor ends the "
-                              f"file at {_aligned(data_start)}")
+                              f"file at {align_up(data_start, ALIGN)}")
     for i in range(count):
         try:
             name_len, = struct.unpack_from("<H", index, at)
@@ -300,9 +299,9 @@ def _parse_entries(index: memoryview, at: int, count: int, data_start: int, size
         except ValueError as e:
             raise CheckpointError(f"{what}: {e}") from None
         last = i == count - 1
-        if offset != _aligned(end) or offset + nbytes > size or (last and offset + nbytes != size):
+        if offset != align_up(end, ALIGN) or offset + nbytes > size or (last and offset + nbytes != size):
             raise CheckpointError(f"{what}: its {nbytes} bytes at offset {offset} are not "
-                                  f"where the file's layout puts them (at {_aligned(end)}, "
+                                  f"where the file's layout puts them (at {align_up(end, ALIGN)}, "
                                   f"the last ending the file's {size} bytes)")
         names.add(name)
         end = offset + nbytes

@@ -30,6 +30,7 @@ from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.formats import ModelContract, OmFile
+from aircc.formats.alignment import RegionLayout
 from aircc.formats.model_section import IOSpec
 from aircc.ops import KernelBackend, Target, TensorType
 
@@ -44,9 +45,6 @@ from .host_pipeline import RunState
 from .host_runners import run_pipelined, run_sequential
 from .replay import ReplayCache, record, recordable
 from .tiling_cache import TilingCache
-
-
-WEIGHT_ALIGN = 64
 
 
 def runtime_core_number_of(option: int | None) -> int:
@@ -146,13 +144,13 @@ class DynamicModel:
 
     # ------------------------------------------------------------ load
     def _allocate_weights(self) -> None:
-        offsets, end = {}, 0
+        layout = RegionLayout()
         for name, arr in self.om.weights.items():
-            offsets[name] = end
-            end += (arr.nbytes + WEIGHT_ALIGN - 1) // WEIGHT_ALIGN * WEIGHT_ALIGN
-        self._weights_base = self.device.memory.malloc(max(end, 1), f"weights of model '{self.name}'")
+            layout.place(name, arr.nbytes)
+        self._weights_base = self.device.memory.malloc(max(layout.end, 1),
+                                                       f"weights of model '{self.name}'")
         self.ctx.device_weights = {
-            w: self.device.memory.view(self._weights_base + offsets[w], arr.dtype, arr.shape)
+            w: self.device.memory.view(self._weights_base + layout.offsets[w], arr.dtype, arr.shape)
             for w, arr in self.om.weights.items()}
         self.write_weights()
 

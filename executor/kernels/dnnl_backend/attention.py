@@ -35,6 +35,7 @@ from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
 from aircc.executor.kernels.dnnl.ops import matmul, softmax
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
 
 from aircc.executor.device import threads
@@ -114,7 +115,7 @@ def use_core(b: int, s: int, h: int, d: int) -> bool:
 
 def _core_scratch(s: int, d: int) -> int:
     """Bytes of the C core's scratch per thread (K^T and a row of scores)."""
-    keys = (s + LANES - 1) // LANES * LANES
+    keys = align_up(s, LANES)
     return 4 * (keys * d + keys)
 
 
@@ -136,10 +137,6 @@ def _out(b: int, s: int, h: int, d: int, seq_first: bool) -> tuple[tuple, tuple]
     """Dims [B, H, S, D] and strides of the output [B, S, H, D] (or [S, B, H, D])."""
     sb, ss = (h * d, b * h * d) if seq_first else (s * h * d, h * d)
     return (b, h, s, d), (sb, d, ss, 1)
-
-
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
 class _Plan:
@@ -200,11 +197,11 @@ class _Plan:
                  self.softmax.scratchpad_size, self.context.scratchpad_size]
         self.offsets = [0]
         for n in sizes:
-            self.offsets.append(self.offsets[-1] + _align(n))
+            self.offsets.append(self.offsets[-1] + align_up(n))
         # the C core's: Q|K|V, the QKV matmul's scratchpad, a scratch per thread
         self.core_work = 4.0 * b * h * s * s * d
         self.core_threads = team_size(self.core_work)
-        self.core_offsets = [0, _align(sizes[0]), _align(sizes[0]) + _align(sizes[2])]
+        self.core_offsets = [0, align_up(sizes[0]), align_up(sizes[0]) + align_up(sizes[2])]
         self.core_offsets.append(self.core_offsets[-1] + self.core_threads * _core_scratch(s, d))
 
     @property

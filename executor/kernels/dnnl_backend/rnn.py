@@ -52,6 +52,7 @@ from aircc.executor.kernels.dnnl.ops import RnnArg
 from aircc.executor.kernels.dnnl.library import DnnlError, DnnlUnimplemented, using_threads
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
 from aircc.ops.defs.rnn import DEFAULT_ACTIVATIONS, DIRECTIONS, GATES, activations
 
@@ -70,10 +71,6 @@ RNN_ACTIVATIONS = {"tanh": ("tanh", False), "sigmoid": ("logistic", False),
 #: The opsets the numpy kernels are registered at (every one computes the same).
 SINCE = (1, 7, 14)
 ALIGN = 64
-
-
-def _align(n: int) -> int:
-    return (int(n) + ALIGN - 1) // ALIGN * ALIGN
 
 
 def _pad(items, n: int) -> list:
@@ -148,7 +145,7 @@ class _Plan:
         self.offsets, end = {}, 0
         for name, size in sizes.items():
             self.offsets[name] = (end, size)
-            end += _align(size)
+            end += align_up(size)
         self.workspace = end
 
     @staticmethod

@@ -62,6 +62,7 @@ from aircc.executor.kernels.dnnl.attr import Attr
 from aircc.executor.kernels.dnnl.enums import Arg
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
 from aircc.executor.kernels.dnnl.ops import matmul
+from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
 from aircc.ops.defs.conv import OIHW, window_params
 from aircc.ops.layout import is_channels_last
@@ -183,10 +184,6 @@ def choose(types: list, attrs: dict, setting: str) -> Geometry | None:
     return g
 
 
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def _plane(floats: int) -> int:
     """Floats from one plane of V or Mo to the next: whole cache lines, one line past a
     multiple of 4 KiB (planes a multiple of the page apart put a tile's (m+2)^2 rows into
@@ -212,9 +209,9 @@ class Plan:
             2.0 * aa * g.tiles * g.c * g.k)
         self.v_bytes = aa * self.v_plane * 4
         self.mo_bytes = aa * self.mo_plane * 4
-        self.v_at, self.mo_at = 0, _align(self.v_bytes)
-        self.scratch_at = self.mo_at + _align(self.mo_bytes)
-        self.workspace = self.scratch_at + _align(self.matmul.scratchpad_size)
+        self.v_at, self.mo_at = 0, align_up(self.v_bytes)
+        self.scratch_at = self.mo_at + align_up(self.mo_bytes)
+        self.workspace = self.scratch_at + align_up(self.matmul.scratchpad_size)
 
 
 def tiling(types: list, attrs: dict, direct: dict, setting: str) -> dict | None:
