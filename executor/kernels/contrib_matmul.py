@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from aircc.ops.defs.contrib_common import MS_DOMAIN
-from aircc.ops.defs.contrib_matmul import fused_matmul_perms
+from aircc.ops.defs.contrib_matmul import activation_defaults, fused_matmul_perms
 from aircc.ops.targets import Target
 from aircc.ops.types import TensorType
 
@@ -14,9 +14,6 @@ from .conv import Conv
 from .gelu import gelu
 from .gemm import Gemm
 from .numpy_backend import NUMPY
-
-#: Each fused activation's parameters and their defaults (FusedGemm's when absent).
-ACTIVATION_PARAMS = {"LeakyRelu": (0.01,), "Clip": (-np.inf, np.inf), "HardSigmoid": (0.2, 0.5)}
 
 
 def activate(y: np.ndarray, op: str, params) -> None:
@@ -73,7 +70,7 @@ class FusedGemm:
     def kernel(ins, outs, attrs, tiling, ws) -> None:
         Gemm.kernel(ins, outs, attrs, {}, None)
         op = attrs.get("activation", "")
-        defaults = ACTIVATION_PARAMS.get(op, ())
+        defaults = activation_defaults(op)
         params = [attrs.get(k, d) for k, d in zip(("activation_alpha", "activation_beta"), defaults)]
         activate(outs[0], op, params)
 
@@ -105,7 +102,7 @@ class FusedConv:
         conv_ins = [ins[0], ins[1], ins[2] if len(ins) > 2 else None] + ([ins[3]] if z else [])
         Conv.kernel(conv_ins, outs, conv_attrs(attrs, z), tiling, ws)
         op = attrs.get("activation", "")
-        activate(outs[0], op, list(attrs.get("activation_params") or ACTIVATION_PARAMS.get(op, ())))
+        activate(outs[0], op, list(attrs.get("activation_params") or activation_defaults(op)))
 
 
 def _first(t: TensorType) -> TensorType:

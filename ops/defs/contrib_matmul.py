@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from aircc.ops.epilogues import ACTIVATIONS
 from aircc.ops.registry import InferContext, define
 from aircc.ops.types import TensorType
 
@@ -16,9 +17,15 @@ from .contrib_common import MS_DOMAIN, float_input, vector_of
 from .conv import conv
 from .gemm import gemm, matmul
 
-#: FusedConv's and FusedGemm's activations (onnxruntime's) and how many parameters each takes.
-FUSED_ACTIVATIONS = {"": 0, "Relu": 0, "Tanh": 0, "Sigmoid": 0, "LeakyRelu": 1, "Clip": 2,
-                     "HardSigmoid": 2}
+#: FusedConv's and FusedGemm's activations (onnxruntime's).  Each takes the parameters of
+#: the fused activation of its name (:data:`aircc.ops.epilogues.ACTIVATIONS`), as a list in
+#: that order.
+FUSED_ACTIVATIONS = ("", "Relu", "Tanh", "Sigmoid", "LeakyRelu", "Clip", "HardSigmoid")
+
+
+def activation_defaults(op: str) -> tuple:
+    """The defaults of a fused activation's parameters, in the order a list gives them."""
+    return tuple(ACTIVATIONS.get(op, {}).values())
 
 
 def batch_perm(rank: int, trans: bool, trans_batch: bool) -> Optional[list[int]]:
@@ -58,8 +65,9 @@ def check_fused_activation(ctx: InferContext, name_attr: str, params: Optional[s
     act = ctx.attrs.get(name_attr, "")
     if act not in FUSED_ACTIVATIONS:
         ctx.fail(f"{name_attr} '{act}' is not one of {', '.join(a for a in FUSED_ACTIVATIONS if a)}")
-    if params is not None and len(ctx.attrs.get(params) or []) < FUSED_ACTIVATIONS[act]:
-        ctx.fail(f"{act} takes {FUSED_ACTIVATIONS[act]} activation_params, got {ctx.attrs.get(params)}")
+    takes = len(activation_defaults(act))
+    if params is not None and len(ctx.attrs.get(params) or []) < takes:
+        ctx.fail(f"{act} takes {takes} activation_params, got {ctx.attrs.get(params)}")
 
 
 @define("FusedGemm", 1, MS_DOMAIN, engine="cube")
