@@ -18,7 +18,8 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from .compiler.driver import CompileOptions, compile_model
-from .executor.device.device import VirtualDevice, default_device
+from .executor.device.device import VirtualDevice
+from .executor.device.discovery import resolve_device
 from .formats import dump_om, load_om
 
 
@@ -98,7 +99,7 @@ class AirccBackend(Backend):
         om = load_om(dump_om(compiled.om))          # the real bytes, read back strictly
         from .executor.runtime.loader import load_model
 
-        loaded = load_model(om, cls.device or default_device())
+        loaded = load_model(om, cls.device or resolve_device(None))
         inits = {i.name for i in model.graph.initializer}
         names = [i.name for i in model.graph.input if i.name not in inits]
         return AirccBackendRep(loaded, names)

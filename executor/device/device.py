@@ -398,11 +398,3 @@ class VirtualDevice(ProgramExecution):
         self._control.close(timeout=grace)
         self.closed = True
         self.memory.close()        # its buffer goes now (a stuck kernel's views keep theirs)
-
-
-def default_device() -> VirtualDevice:
-    """The process's logical device 0 (devices are discovered on first use:
-    :mod:`.discovery`)."""
-    from .discovery import registry
-
-    return registry().get(0)

@@ -4,11 +4,14 @@
 - ``ops/`` imports neither of them, ``formats/`` none of the three;
 - no module imports a name starting with ``_`` from another module (nor a module whose
   name starts with ``_``);
+- no two modules import each other, however indirectly (imports made only for type
+  checking aside, and a module's own package);
 - no source file is much over 400 lines.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from pathlib import Path
 
@@ -102,6 +105,44 @@ def test_no_module_imports_private_names_of_another():
                 found.append(f"{path.relative_to(ROOT)}:{line} imports "
                              f"{private_names or ''} from {mod}")
     assert not found, "\n".join(found)
+
+
+@functools.lru_cache(maxsize=1)
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of aircc it imports when it runs (``from pkg import mod`` as
+    ``pkg.mod``; imports under ``if TYPE_CHECKING:`` and of the module's own packages left out)."""
+    modules = {module_name(p): p for p in python_files(*SOURCE_DIRS)}
+    graph: dict[str, set[str]] = {}
+    for here, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = {id(n) for node in ast.walk(tree)
+                       if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                       for n in ast.walk(node)}
+        lines = {n.lineno for n in ast.walk(tree)
+                 if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) in typing_only}
+        edges = graph.setdefault(here, set())
+        for mod, names, line in imports(path):
+            if line in lines:
+                continue
+            subs = [f"{mod}.{n}" for n in names if f"{mod}.{n}" in modules]
+            for target in subs if subs and len(subs) == len(names) else [mod, *subs]:
+                if target in modules and target != here and not here.startswith(target + "."):
+                    edges.add(target)
+    return graph
+
+
+def test_no_modules_import_each_other():
+    import networkx as nx
+
+    cycles = list(nx.simple_cycles(nx.DiGraph([(a, b) for a, bs in import_graph().items()
+                                               for b in bs])))
+    assert not cycles, "\n".join(" -> ".join(c + c[:1]) for c in cycles)
+
+
+def test_the_import_graph_sees_function_level_imports():
+    graph = import_graph()
+    assert "aircc.executor.runtime.dynamic_model" in graph["aircc.executor.runtime.loader"]
+    assert "aircc.executor.device.device" not in graph["aircc.executor.device.heartbeat"]  # typing only
 
 
 def test_no_source_file_is_much_over_400_lines():
