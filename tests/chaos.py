@@ -60,7 +60,7 @@ def device_footprint(devices) -> dict:
     """What the storm must give back on each device."""
     out = {}
     for d in devices:
-        streams = sum(1 for s in [*d.streams, d._control] if s.alive)
+        streams = sum(1 for s in [*d.streams, d.control] if s.alive)
         out[str(d.id)] = {"allocated": d.memory.allocated, "units_free": d.units.free,
                      "units": d.units.count, "streams": streams}
     return out

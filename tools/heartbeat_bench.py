@@ -123,7 +123,7 @@ def main() -> None:
             hb.interval = s / 1e3                      # below 50 ms: amplified (module doc)
             while hb.answered < 1:                     # the control worker runs (a thread
                 m.run(feeds)                           # start is not a beat's cost)
-            threads = (hb._thread, device._control._worker)
+            threads = (hb._thread, device.control._worker)
             cpu0, beats0 = sum(map(cpu_seconds, threads)), hb.answered
             blocks[s].append(block(m, feeds, args.block_seconds))
             cpu[s] += sum(map(cpu_seconds, threads)) - cpu0

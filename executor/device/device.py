@@ -82,7 +82,8 @@ class VirtualDevice(ProgramExecution):
         self._order = itertools.count()
         """The device's submission order (every queued task is stamped from it)."""
         self.streams: list[Stream] = []
-        self._control = Stream(-1, name=f"dev{device_id}-control", cpus=self.cpus)
+        self.control = Stream(-1, name=f"dev{device_id}-control", cpus=self.cpus)
+        """The control processor: runs programs with no task lists, and heartbeats."""
         self.stats = {"host_submissions": 0, "model_executions": 0, "tasks_run": 0,
                       "streams_replaced": 0, "resets": 0}
         self._lock = threading.Lock()
@@ -385,7 +386,7 @@ class VirtualDevice(ProgramExecution):
 
     def run_on_control(self, task: Callable[[], None]) -> None:
         """Queue ``task`` on the device's control processor (probes, housekeeping)."""
-        self._control.submit(task)
+        self.control.submit(task)
 
     def close(self, wait: bool = True) -> None:
         """End the device's workers (``wait``: up to a short grace each) and take no more
@@ -395,6 +396,6 @@ class VirtualDevice(ProgramExecution):
         for s in list(self.streams):
             s.close(timeout=grace)
         self.streams.clear()
-        self._control.close(timeout=grace)
+        self.control.close(timeout=grace)
         self.closed = True
         self.memory.close()        # its buffer goes now (a stuck kernel's views keep theirs)

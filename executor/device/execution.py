@@ -86,7 +86,7 @@ class ProgramExecution:
             program.dispatch = lambda: self._dispatch(program, run)
         run.arm(feeds, results, faults_plan)
         self.health.started()
-        stream = program.streams[0] if program.lists else self._control
+        stream = program.streams[0] if program.lists else self.control
         stream.submit(program.dispatch, ring=False)    # finish() rings as it starts to wait
         run.kick = stream.bell
         run.parallel_calls = threads.parallel_calls

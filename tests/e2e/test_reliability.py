@@ -67,7 +67,7 @@ def footprint(dev) -> tuple:
     stays cached and the allocator takes a new segment (it never waits on another
     stream); ``release_cached`` gives every cached byte back (:func:`cached_returns`)."""
     others = [t for t in threading.enumerate() if not re.match(r"dev\d+-", t.name)]
-    streams = [s for s in [*dev.streams, dev._control] if s.alive]
+    streams = [s for s in [*dev.streams, dev.control] if s.alive]
     return dev.memory.allocated, len(others), len(streams)
 
 

@@ -234,11 +234,11 @@ def test_device_cpus_pin_the_stream_workers_and_bad_lists_are_refused(mlp_om):
             y = model.run({"input": x})["probs"]
         assert os.sched_getaffinity(0) == before
         np.testing.assert_allclose(y.sum(axis=1), 1, rtol=1e-5)
-        for s in [*dev.streams, dev._control]:
+        for s in [*dev.streams, dev.control]:
             s.submit(lambda: None)           # each has a worker now (an idle one parks)
             s.synchronize()
         workers = [t for t in threading.enumerate() if t.name.startswith(f"dev{dev.id}-")]
-        mine = [s._worker for s in dev.streams] + [dev._control._worker]
+        mine = [s._worker for s in dev.streams] + [dev.control._worker]
         assert mine and all(w in workers for w in mine)
         assert all(os.sched_getaffinity(w.native_id) == {first} for w in mine)
         model.close()

@@ -4,6 +4,8 @@
 - ``ops/`` imports neither of them, ``formats/`` none of the three;
 - no module imports a name starting with ``_`` from another module (nor a module whose
   name starts with ``_``);
+- no class reads a private attribute (``self._x``) that neither it nor its bases make: a
+  part of a class kept in a mixin reads only its own state and the public rest;
 - no two modules import each other, however indirectly (imports made only for type
   checking aside, and a module's own package);
 - no source file is much over 400 lines.
@@ -143,6 +145,41 @@ def test_the_import_graph_sees_function_level_imports():
     graph = import_graph()
     assert "aircc.executor.runtime.dynamic_model" in graph["aircc.executor.runtime.loader"]
     assert "aircc.executor.device.device" not in graph["aircc.executor.device.heartbeat"]  # typing only
+
+
+def private_reads() -> list[str]:
+    """``class: [private attributes it reads but neither it nor its bases make]``."""
+    classes: dict[str, list[tuple[set, set, list]]] = {}
+    for path in python_files(*SOURCE_DIRS):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            made, read = set(), set()
+            for n in ast.walk(node):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Name)):
+                    made.add(getattr(n, "name", None) or n.id)     # methods, class attributes
+                elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                    made.add(n.value)                               # __slots__, getattr's names
+                elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                        and n.value.id == "self" and n.attr.startswith("_") \
+                        and not n.attr.startswith("__"):
+                    (made if isinstance(n.ctx, ast.Store) else read).add(n.attr)
+            bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+            classes.setdefault(node.name, []).append((made, read, bases))
+
+    def made_by(name: str, seen: frozenset = frozenset()) -> set:
+        out = set()
+        for made, _, bases in classes.get(name, []):
+            out |= made
+            for b in set(bases) - seen:
+                out |= made_by(b, seen | {name})
+        return out
+    return [f"{name}: {sorted(read - made_by(name))}" for name, defs in sorted(classes.items())
+            for _, read, _ in defs if read - made_by(name)]
+
+
+def test_no_class_reads_private_state_it_does_not_make():
+    assert private_reads() == []
 
 
 def test_no_source_file_is_much_over_400_lines():
