@@ -269,7 +269,7 @@ def model_tensors(model: Any) -> dict[str, DeviceTensor]:
                 for name, view in engine.device_weights.items()}
     if getattr(engine, "weights_base", None) is not None:            # a static model
         out = {}
-        for plan in engine.plans:
+        for plan in engine.plan.plans:
             for w in plan.memory_plan.weights:
                 array = engine.om.weights[w.name]
                 out[w.name] = DeviceTensor(device, engine.weights_base + w.offset,

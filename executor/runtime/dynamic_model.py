@@ -92,7 +92,6 @@ class DynamicModel:
                  backend: KernelBackend, target: Target, *, runtime_core_number: int | None = None,
                  replay: bool = True, priority: int = 0):
         self.om, self.device = om, device
-        self.description = contract.model
         self.name = contract.model.name
         self.inputs, self.outputs = list(contract.model.inputs), list(contract.model.outputs)
         check_control_nodes(contract.exec_graph, om.weights)

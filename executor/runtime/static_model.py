@@ -17,7 +17,10 @@ place of the stuck ones (:meth:`StaticModel._recover_stuck`).
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from time import perf_counter, thread_time
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 
@@ -26,14 +29,57 @@ from aircc.errors import AirccError, InputError, ModelFormatError
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.executor.device.prepared import PreparedConstants
-from aircc.formats import ModelContract, OmFile
+from aircc.formats import ModelContract, OmFile, StaticPlan
 from aircc.formats.kinds import Region
+from aircc.formats.model_section import IOSpec
 from aircc.ops import KernelBackend, Target
 
 from aircc.executor.device.compute_units import stream_priority
 from .engine import StaticRunStats
 from .feeds import check_feeds, exact_feeds, select_outputs
 from .static_tasks import TaskBinder
+
+
+@dataclass(frozen=True)
+class StaticModelPlan:
+    """A static model as its runs read it: made once at load, never changed."""
+
+    name: str
+    inputs: tuple[IOSpec, ...]
+    outputs: tuple[IOSpec, ...]
+    plans: tuple[StaticPlan, ...]
+    """One per gear, else the model's own."""
+    batch_inputs: tuple[str, ...]
+    """The inputs whose first dim picks a gear (none without gears)."""
+    weights_bytes: int
+    arena_bytes: int
+    """The largest plan's: the gears share one arena."""
+    streams: int
+    events: int
+    priorities: tuple[int, ...]
+    """The compiled priority of each stream."""
+    weights: Mapping[str, np.ndarray]
+    target: Target
+
+    @staticmethod
+    def build(contract: ModelContract, weights: Mapping[str, np.ndarray],
+              target: Target) -> StaticModelPlan:
+        plans = tuple(contract.static_plans())
+        widest = max(plans, key=lambda p: p.tasks.streams)
+        return StaticModelPlan(
+            name=contract.model.name, inputs=tuple(contract.model.inputs),
+            outputs=tuple(contract.model.outputs), plans=plans,
+            batch_inputs=tuple(contract.gears.batch_inputs if contract.gears else ()),
+            weights_bytes=max(p.memory_plan.weights_bytes for p in plans),
+            arena_bytes=max(p.memory_plan.arena_bytes for p in plans),
+            streams=widest.tasks.streams, events=max(p.tasks.events for p in plans),
+            priorities=tuple(widest.tasks.priorities), weights=MappingProxyType(dict(weights)),
+            target=target)
+
+    @property
+    def gears(self) -> list[int]:
+        """Batch sizes this model has a plan for (empty for a plain static model)."""
+        return self.plan.gears
 
 
 class StaticModel:
@@ -49,15 +95,11 @@ class StaticModel:
                  priority: int = 0):
         self.om = om
         self.device = device
-        self.backend, self.target = backend, target
+        self.backend = backend
         self.pad_to_gear = pad_to_gear
-        self.description = contract.model
-        self.name = contract.model.name
-        self.inputs, self.outputs = list(contract.model.inputs), list(contract.model.outputs)
-        self.plans = contract.static_plans()
-        self.batch_inputs = contract.gears.batch_inputs if contract.gears else []
-        self.weights_bytes = max(p.memory_plan.weights_bytes for p in self.plans)
-        self.arena_bytes = max(p.memory_plan.arena_bytes for p in self.plans)
+        self.plan = plan = StaticModelPlan.build(contract, om.weights, target)
+        self.name = plan.name
+        self.inputs, self.outputs = list(plan.inputs), list(plan.outputs)
         self._allocations: list[int] = []
         self.prepared = PreparedConstants(device.memory, f"model '{self.name}'")
         self.streams: list = []
@@ -66,15 +108,13 @@ class StaticModel:
         self._in_flight: tuple[DeviceProgram, Run, int] | None = None
         self._recover_lock = threading.Lock()
         try:
-            self.weights_base = self._malloc(self.weights_bytes, f"weights of model '{self.name}'")
-            self.arena_base = self._malloc(self.arena_bytes,
+            self.weights_base = self._malloc(plan.weights_bytes, f"weights of model '{self.name}'")
+            self.arena_base = self._malloc(plan.arena_bytes,
                                            f"activation arena of model '{self.name}'")
             self.write_weights()
-            self.events = device.create_events(max(p.tasks.events for p in self.plans))
-            nstreams = max(p.tasks.streams for p in self.plans)
-            compiled = max(self.plans, key=lambda p: p.tasks.streams).tasks.priorities
-            self.streams = [device.create_stream(stream_priority(priority, compiled, i))
-                            for i in range(nstreams)]
+            self.events = device.create_events(plan.events)
+            self.streams = [device.create_stream(stream_priority(priority, plan.priorities, i))
+                            for i in range(plan.streams)]
             self._bind_programs()
         except BaseException:
             self.close()
@@ -89,7 +129,7 @@ class StaticModel:
         """Copy the weights into the model's weights region (at load, and again after the
         device lost its memory contents), and make again what kernels derive from them."""
         mem, copied = self.device.memory, set()
-        for plan in self.plans:
+        for plan in self.plan.plans:
             for w in plan.memory_plan.weights:
                 if w.name in copied:          # gears share the weights they agree on
                     continue
@@ -105,25 +145,27 @@ class StaticModel:
     def _bind_programs(self) -> None:
         """Bind every plan's tasks to the model's regions and streams (at load, and again
         after a stuck run left the arena in quarantine)."""
-        binder = TaskBinder(self, {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base},
-                            {Region.WEIGHTS: self.weights_bytes, Region.ARENA: self.arena_bytes})
+        binder = TaskBinder(self.plan, self.device, self.backend, self.events, self.prepared,
+                            {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base},
+                            {Region.WEIGHTS: self.plan.weights_bytes,
+                             Region.ARENA: self.plan.arena_bytes})
         programs = {}
-        for plan in self.plans:
+        for plan in self.plan.plans:
             tiling = plan.tiling.entries
-            where = f"section 'gears': plans[{self.plans.index(plan)}].tasks." if plan.batch is not None \
+            where = f"section 'gears': plans[{self.plan.plans.index(plan)}].tasks." if plan.batch is not None \
                 else "section 'tasks': "
             lists = [binder.bind_list(stream_tasks, tiling, f"{where}lists[{s}]")
                      for s, stream_tasks in enumerate(plan.tasks.lists)]
             programs[plan.batch] = (plan, DeviceProgram(self.streams[:len(lists)], self.events,
                                                         lists, f"{self.name}"))
         self.programs = programs
-        self.program = self.programs[self.plans[-1].batch][1]
+        self.program = self.programs[self.plan.plans[-1].batch][1]
         self._fast = self._fast_path()
 
     @property
     def gears(self) -> list[int]:
         """Batch sizes this model has a plan for (empty for a plain static model)."""
-        return [p.batch for p in self.plans if p.batch is not None]
+        return [p.batch for p in self.plan.plans if p.batch is not None]
 
     # ---------------------------------------------------------------- load
     def _malloc(self, size: int, what: str) -> int:
@@ -135,7 +177,7 @@ class StaticModel:
     def _fast_path(self):
         """(program, inputs, output names) with static shapes as tuples, when the model has no
         gears: a run whose feeds match them exactly skips the general checks."""
-        if self.batch_inputs:
+        if self.plan.batch_inputs:
             return None
         plan, program = self.programs[None]
         specs = plan.inputs + plan.outputs
@@ -231,7 +273,7 @@ class StaticModel:
             self.arena_base = None
             self.programs, self._fast = {}, None
             self.device.replace_streams(self.streams, stuck, release=lambda: mem.free(old),
-                                        nbytes=self.arena_bytes)
+                                        nbytes=self.plan.arena_bytes)
             if self.device.epoch != self.epoch or not self.device.usable:
                 return               # the device lost its memory: the next run binds
             try:
@@ -244,7 +286,7 @@ class StaticModel:
         empty if binding fails, so that the next run tries again)."""
         if self.arena_base is None:
             self.arena_base = self._malloc(
-                self.arena_bytes, f"activation arena of model '{self.name}' (its previous "
+                self.plan.arena_bytes, f"activation arena of model '{self.name}' (its previous "
                                   f"arena is quarantined until a stuck kernel returns: "
                                   f"{self.device.quarantined_bytes} bytes)")
         self._bind_programs()
@@ -259,10 +301,10 @@ class StaticModel:
 
     def _pick(self, feeds: dict):
         """The plan and program for these feeds (a gear model picks by batch, padding if asked)."""
-        if not self.batch_inputs:
+        if not self.plan.batch_inputs:
             plan, program = self.programs[None]
             return plan, program, None, feeds
-        first = self.batch_inputs[0]
+        first = self.plan.batch_inputs[0]
         if first not in feeds:
             check_feeds(self.inputs, feeds)   # names the missing input
         batch = int(np.shape(feeds[first])[0]) if np.ndim(feeds[first]) else -1
@@ -275,7 +317,7 @@ class StaticModel:
                              + ("" if self.pad_to_gear else " (load with pad_to_gear=True to pad up)"))
         gear = bigger[0]
         check_feeds(self.inputs, feeds, self.device.memory.capacity)   # before padding copies
-        for name in self.batch_inputs:
+        for name in self.plan.batch_inputs:
             x = np.asarray(feeds[name])
             if x.ndim and x.shape[0] != batch:
                 raise InputError(f"input '{name}' has batch {x.shape[0]}, input '{first}' has {batch}")
@@ -289,8 +331,8 @@ class StaticModel:
         return StaticRunStats(
             mode="static", runs=self.runs, host_submissions=self.submissions,
             submissions_per_run=self.submissions / max(1, self.runs),
-            streams=len(self.streams), events=len(self.events), arena_bytes=self.arena_bytes,
-            weights_bytes=self.plans[-1].memory_plan.weights_bytes,
+            streams=len(self.streams), events=len(self.events), arena_bytes=self.plan.arena_bytes,
+            weights_bytes=self.plan.plans[-1].memory_plan.weights_bytes,
             prepared_bytes=self.prepared.nbytes, gears=self.gears)
 
     # ---------------------------------------------------------------- unload

@@ -9,30 +9,38 @@ is a ModelFormatError naming the section, the task and the node.
 from __future__ import annotations
 
 import bisect
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from aircc.errors import AirccError, ModelFormatError
+from aircc.executor.device.device import VirtualDevice
+from aircc.executor.device.prepared import PreparedConstants
 from aircc.formats.kinds import Region, TaskKind
 from aircc.formats.tasks import CopyTask, EventTask, JumpTask, KernelTask, Operand, Task
-from aircc.ops import InferContext, TensorType, layout
+from aircc.ops import InferContext, KernelBackend, TensorType, layout
 from aircc.ops.device import DOMAIN as DEVICE_DOMAIN, TYPED_BY_LOWERING
 
 from .resolved import resolve_op
+
+if TYPE_CHECKING:
+    from .static_model import StaticModelPlan
 
 
 class TaskBinder:
     """Binds tasks to one placement of a model's regions (``bases``: device offsets,
     ``sizes``: bytes, by region)."""
 
-    def __init__(self, model, bases: dict[Region, int], sizes: dict[Region, int]):
-        self.device, self.backend, self.name = model.device, model.backend, model.name
-        self.events, self.prepared = model.events, model.prepared
+    def __init__(self, plan: StaticModelPlan, device: VirtualDevice, backend: KernelBackend,
+                 events: list, prepared: PreparedConstants, bases: dict[Region, int],
+                 sizes: dict[Region, int]):
+        self.device, self.backend, self.name = device, backend, plan.name
+        self.events, self.prepared = events, prepared
         self.bases, self.sizes = bases, sizes
-        self._weights = sorted({(w.offset, w.name) for p in model.plans
-                                for w in p.memory_plan.weights if w.name in model.om.weights})
+        self._weights = sorted({(w.offset, w.name) for p in plan.plans
+                                for w in p.memory_plan.weights if w.name in plan.weights})
         """(offset, name) of every weight in the weights region, by offset."""
-        self._host_weights = model.om.weights
+        self._host_weights = plan.weights
         self._binders = {TaskKind.KERNEL: self._bind_kernel,
                          TaskKind.MEMCPY_H2D: self._bind_h2d, TaskKind.MEMCPY_D2H: self._bind_d2h,
                          TaskKind.EVENT_RECORD: self._bind_record,

@@ -348,7 +348,7 @@ def test_a_forged_file_cannot_reach_another_models_memory(dev):
     victim = aircc.load(om, device=dev)
     x = np.load(f"{SAMPLES}/mlp_input.npy")
     want = victim.run({"input": x})["probs"]
-    weights = dev.memory.data[victim.engine.weights_base:victim.engine.weights_base + victim.engine.weights_bytes].copy()
+    weights = dev.memory.data[victim.engine.weights_base:victim.engine.weights_base + victim.engine.plan.weights_bytes].copy()
     arena = om.sections["memory_plan"]["arena_bytes"]
     tasks = om.sections["tasks"]["lists"]
     d2h = next((s, i) for s, tl in enumerate(tasks) for i, t in enumerate(tl) if t["kind"] == "memcpy_d2h")
@@ -363,7 +363,7 @@ def test_a_forged_file_cannot_reach_another_models_memory(dev):
         with pytest.raises(ModelFormatError, match=rf"section 'tasks': lists\[{s}\]\[{i}\]\.{field}"):
             aircc.load(forged, device=dev)
     np.testing.assert_array_equal(dev.memory.data[victim.engine.weights_base:victim.engine.weights_base
-                                                  + victim.engine.weights_bytes], weights)
+                                                  + victim.engine.plan.weights_bytes], weights)
     np.testing.assert_array_equal(victim.run({"input": x})["probs"], want)
     victim.close()
 
