@@ -16,6 +16,7 @@ attributes.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Real
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .checks import Checker, describe
-from .onnx_signatures import OPSETS, SIGNATURES
+from .onnx_signatures import OPSETS, TABLE
 
 #: Domains whose ops onnx's schemas describe.
 SCHEMA_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
@@ -100,6 +101,13 @@ class Signature:
     attrs: dict[str, str]
     """Attribute name -> kind (:data:`KIND_CHECKS`)."""
     required_attrs: tuple[str, ...]
+
+
+#: (domain, op) -> the fields of each of its signatures, oldest first.
+SIGNATURES: dict[tuple[str, str], list[tuple]] = {
+    (domain, op): [(since, lo, hi, tuple(req), var, olo, ohi, attrs, tuple(need))
+                   for since, lo, hi, req, var, olo, ohi, attrs, need in sigs]
+    for domain, op, sigs in json.loads(TABLE)}
 
 
 @functools.lru_cache(maxsize=4096)

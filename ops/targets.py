@@ -45,9 +45,6 @@ class Target:
     ``4``): a compile sets its ``CompileOptions.winograd``; None (a dynamic model's run-time
     tiling): ``$AIRCC_WINOGRAD``.  Not recorded in the .om: the tilings it chose are."""
 
-    def to_payload(self) -> dict:
-        return {"name": self.name, "backend": self.backend, "vector_class": self.vector_class}
-
     def describe(self) -> str:
         return f"{self.name} (kernel backend {self.backend}, vector class {self.vector_class})"
 

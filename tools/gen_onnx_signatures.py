@@ -10,6 +10,7 @@ does not import onnx.  Run this after upgrading onnx::
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import onnx
@@ -36,17 +37,18 @@ def table() -> tuple[dict[str, int], dict[tuple[str, str], list[tuple]]]:
 
 def main() -> None:
     opsets, history = table()
+    rows = ",\n".join(json.dumps([domain, op, sigs], separators=(",", ":"))
+                      for (domain, op), sigs in history.items())
     OUT.write_text(
         '"""onnx\'s operator signatures (written by tools/gen_onnx_signatures.py from onnx '
         f'{onnx.__version__}; do not edit).\n\n'
-        "``SIGNATURES[(domain, op)]``: one tuple of :class:`.node_signature.Signature`'s fields per\n"
-        "version of the op, oldest first; ``OPSETS``: the newest opset of each domain the table\n"
-        'covers (a newer one is read from the installed onnx)."""\n'
+        "``OPSETS``: the newest opset of each domain the table covers (a newer one is read from\n"
+        "the installed onnx); ``TABLE``: JSON, one row per op, ``[domain, op, [signature, ...]]``\n"
+        "with one list of :class:`.node_signature.Signature`'s fields per version, oldest first\n"
+        '(JSON text, not Python literals: it loads in a millisecond, compiled or not)."""\n'
         f"ONNX_VERSION = {onnx.__version__!r}\n"
         f"OPSETS = {opsets!r}\n"
-        "SIGNATURES = {\n"
-        + "".join(f"    {key!r}: {sigs!r},\n" for key, sigs in history.items())
-        + "}\n")
+        f'TABLE = r"""[\n{rows}\n]"""\n')
     print(f"{OUT}: {sum(map(len, history.values()))} schemas of {len(history)} ops")
 
 

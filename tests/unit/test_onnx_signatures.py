@@ -6,7 +6,8 @@ import onnx.defs
 
 from aircc.formats import node_signature
 from aircc.formats.node_signature import SCHEMA_DOMAINS, schema_signature, signature
-from aircc.formats.onnx_signatures import OPSETS, SIGNATURES
+from aircc.formats.node_signature import SIGNATURES
+from aircc.formats.onnx_signatures import OPSETS
 
 
 def test_the_table_gives_what_onnx_gives_at_every_opset():
