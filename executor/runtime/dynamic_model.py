@@ -28,7 +28,7 @@ from aircc.errors import ConfigError, DeviceOutOfMemoryError, InputError, Stream
 from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
-from aircc.executor.device.run import DeviceProgram, Run
+from aircc.executor.device.run import Run
 from aircc.formats import ModelContract, OmFile
 from aircc.formats.alignment import RegionLayout
 from aircc.formats.model_section import IOSpec
@@ -38,7 +38,7 @@ from aircc.executor.device.compute_units import stream_priority
 
 from .control_flow import check_control_nodes
 from .dynamic_plan import DeviceContext, DynamicPlan
-from .engine import DynamicRunStats
+from .engine import DynamicRunStats, ProgramSlot
 from .feeds import check_feeds, select_outputs
 from .host_values import feed_type
 from .host_pipeline import RunState
@@ -101,7 +101,7 @@ class DynamicModel:
         self._weights_base: int | None = None
         self.replays = ReplayCache()
         self._state: RunState | None = None
-        self._in_flight: tuple[DeviceProgram, Run, int] | None = None
+        self.slot = ProgramSlot(device)
         self._recover_lock = threading.Lock()
         eg = plan.exec_graph
         self.ctx = ctx = DeviceContext(
@@ -273,30 +273,10 @@ class DynamicModel:
         results = [None] * len(rep.outputs)     # the device's copies fill the others
         for binding, value in rep.host_results:
             results[binding] = value.copy()
-        t1 = time.thread_time()
-        device, program = self.device, rep.program
-        prof = program.profile = self.profiler
-        if prof is not None:
-            start = time.perf_counter()
-        run = device.submit(program, ordered, results, planned)
-        self._in_flight = (program, run, run.execution)
-        submit_seconds = time.thread_time() - t1
-        if prof is not None:
-            prof.host_span("submit (replay)", "host", start, time.perf_counter())
-        try:
-            lost = device.faulted()      # before we could hear it: stop the run ourselves
-            if lost is not None:
-                self.cancel(lost)
-            device.finish(program, run, timeout)
-        finally:
-            self._in_flight = None
-            if run.abandoned and run.stuck():
-                self._recover_stuck(run.stuck())
-            if prof is not None:
-                prof.run_span(start, time.perf_counter(), "dynamic replay")
-        t2 = time.thread_time()
+        t1, t2 = self.slot.execute(rep.program, ordered, results, timeout, planned, self.profiler,
+                                   "dynamic replay", self._recover_abandoned)
         out = {name: r for (name, _), r in zip(rep.outputs, results)}
-        self.last_host_seconds = (t1 - t0) + submit_seconds + (time.thread_time() - t2)
+        self.last_host_seconds = (t1 - t0) + (time.thread_time() - t2)
         self.counters.add_replay(self.last_host_seconds)
         return out
 
@@ -308,12 +288,12 @@ class DynamicModel:
         if state is not None:
             state.interrupt(error)
             state.deadline = time.monotonic()
-        current = self._in_flight
-        if current is not None:
-            program, run, execution = current
-            if run.fail(error, program.events, execution) and wait \
-                    and not run.wait_done(CANCEL_GRACE):
-                self.device.abandon(program, run, error)
+        self.slot.cancel(error, wait)
+
+    def _recover_abandoned(self, run: Run) -> None:
+        """A replay's walks were abandoned: recover from those stuck in a kernel."""
+        if run.stuck():
+            self._recover_stuck(run.stuck())
 
     def _recover_stuck(self, stuck: list[int], state: RunState | None = None,
                        private: CachingAllocator | None = None) -> None:

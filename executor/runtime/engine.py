@@ -3,16 +3,19 @@
 :class:`~.loaded.LoadedModel` holds one :class:`Engine`: a
 :class:`~.static_model.StaticModel` (sink mode: one submission per run) or a
 :class:`~.dynamic_model.DynamicModel` (the Host Kernel graph), bound to one device.
-``run_stats()`` returns a :class:`StaticRunStats` or a :class:`DynamicRunStats`.
+``run_stats()`` returns a :class:`StaticRunStats` or a :class:`DynamicRunStats`.  Both
+engines run device programs through a :class:`ProgramSlot`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from time import perf_counter, thread_time
+from typing import Callable, Protocol
 
 import numpy as np
 
-from aircc.executor.device.device import VirtualDevice
+from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
+from aircc.executor.device.run import DeviceProgram, Run
 from aircc.formats.model_section import IOSpec
 
 from .profiling import Profiler
@@ -99,3 +102,58 @@ class DynamicRunStats(RunStats):
     """The shared pool's peak and what the recorded runs' pools hold."""
     allocator: dict
     """The shared caching allocator's own statistics."""
+
+
+#: The profile's name of a submission, by what it submits.
+SUBMIT_SPANS = {"static": "submit", "dynamic replay": "submit (replay)"}
+
+
+class ProgramSlot:
+    """The device program an engine has in flight, run the way both engines run one.
+
+    :meth:`execute` is one submission and the wait for it: timed into the profile, stopped
+    at once if the device faulted before the run could hear it, and the engine told of
+    walks that a cancel abandoned inside a kernel.  :meth:`cancel` stops it from another
+    thread."""
+
+    def __init__(self, device: VirtualDevice):
+        self.device = device
+        self.current: tuple[DeviceProgram, Run, int] | None = None
+
+    def execute(self, program: DeviceProgram, feeds: list, results: list,
+                timeout: float | None, faults_plan: dict | None, profiler: Profiler | None,
+                what: str, abandoned: Callable[[Run], None]) -> tuple[float, float]:
+        """Run ``program`` (``what`` names it in the profile; ``abandoned(run)`` recovers
+        from walks stuck in a kernel); the host CPU times after the submission and at the
+        end, around the wait."""
+        device = self.device
+        prof = program.profile = profiler
+        if prof is not None:
+            start = perf_counter()
+        run = device.submit(program, feeds, results, faults_plan)
+        self.current = (program, run, run.execution)
+        t1 = thread_time()
+        if prof is not None:
+            prof.host_span(SUBMIT_SPANS.get(what, "submit"), "host", start, perf_counter())
+        try:
+            lost = device.faulted()      # before we could hear it: stop the run ourselves
+            if lost is not None:
+                self.cancel(lost)
+            device.finish(program, run, timeout)
+        finally:
+            self.current = None
+            if run.abandoned:
+                abandoned(run)
+            if prof is not None:
+                prof.run_span(start, perf_counter(), what)
+        return t1, thread_time()
+
+    def cancel(self, error: BaseException, wait: bool = True) -> None:
+        """Fail the program in flight with ``error``; with ``wait``, walks still inside a
+        kernel after :data:`CANCEL_GRACE` are abandoned to it."""
+        current = self.current
+        if current is None:
+            return
+        program, run, execution = current
+        if run.fail(error, program.events, execution) and wait and not run.wait_done(CANCEL_GRACE):
+            self.device.abandon(program, run, error)

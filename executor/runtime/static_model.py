@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from time import perf_counter, thread_time
+from time import thread_time
 from types import MappingProxyType
 from typing import Mapping
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from aircc import faults
 from aircc.errors import AirccError, InputError, ModelFormatError
-from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
+from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.formats import ModelContract, OmFile, StaticPlan
@@ -35,7 +35,7 @@ from aircc.formats.model_section import IOSpec
 from aircc.ops import KernelBackend, Target
 
 from aircc.executor.device.compute_units import stream_priority
-from .engine import StaticRunStats
+from .engine import ProgramSlot, StaticRunStats
 from .feeds import check_feeds, exact_feeds, select_outputs
 from .static_tasks import TaskBinder
 
@@ -105,7 +105,7 @@ class StaticModel:
         self.streams: list = []
         self.programs: dict = {}
         self.arena_base: int | None = None
-        self._in_flight: tuple[DeviceProgram, Run, int] | None = None
+        self.slot = ProgramSlot(device)
         self._recover_lock = threading.Lock()
         try:
             self.weights_base = self._malloc(plan.weights_bytes, f"weights of model '{self.name}'")
@@ -222,41 +222,18 @@ class StaticModel:
     def _execute(self, program: DeviceProgram, ordered: list, results: list,
                  timeout: float | None, plan_faults: dict | None) -> tuple[float, float]:
         """One submission and the wait for it; the host CPU times around the wait."""
-        device = self.device
-        prof = program.profile = self.profiler
-        if prof is not None:
-            start = perf_counter()
-        run = device.submit(program, ordered, results, plan_faults)
-        self._in_flight = (program, run, run.execution)
-        t1 = thread_time()
-        if prof is not None:
-            prof.host_span("submit", "host", start, perf_counter())
-        try:
-            lost = device.faulted()      # before we could hear it: stop the run ourselves
-            if lost is not None:
-                self.cancel(lost)
-            device.finish(program, run, timeout)
-        finally:
-            self._in_flight = None
-            if run.abandoned:
-                self._recover_stuck(run)
-            if prof is not None:
-                prof.run_span(start, perf_counter(), "static")
+        times = self.slot.execute(program, ordered, results, timeout, plan_faults, self.profiler,
+                                  "static", self._recover_stuck)
         self.submissions += 1
         self.runs += 1
-        return t1, thread_time()
+        return times
 
     # ---------------------------------------------------------------- faults
     def cancel(self, error: BaseException, wait: bool = True) -> None:
         """Stop the run in flight (from another thread) with ``error``; walks stuck in a
         kernel are abandoned to it (the running thread then recovers).  ``wait`` False:
         only tell the run (its own deadline handles walks that do not stop)."""
-        current = self._in_flight
-        if current is None:
-            return
-        program, run, execution = current
-        if run.fail(error, program.events, execution) and wait and not run.wait_done(CANCEL_GRACE):
-            self.device.abandon(program, run, error)
+        self.slot.cancel(error, wait)
 
     def _recover_stuck(self, run: Run) -> None:
         """After ``run`` was abandoned to walks stuck in a kernel: new streams in place of
