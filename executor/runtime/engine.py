@@ -104,6 +104,17 @@ class DynamicRunStats(RunStats):
     """The shared caching allocator's own statistics."""
 
 
+@dataclass(frozen=True)
+class MultiDeviceRunStats:
+    """A model on several devices: how the last run was split, and each device's model's."""
+
+    devices: list[int]
+    parts: list[dict]
+    """The last run's parts: ``{"device", "first_row", "rows"}`` each."""
+    models: list[RunStats]
+    recoveries: int
+
+
 #: The profile's name of a submission, by what it submits.
 SUBMIT_SPANS = {"static": "submit", "dynamic replay": "submit (replay)"}
 

@@ -25,6 +25,7 @@ from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.discovery import resolve_device
 from aircc.formats import OmFile, load_om
 
+from .engine import MultiDeviceRunStats
 from .loaded import LoadedModel
 from .recovery import RecoveryPolicy, default_policy
 
@@ -125,11 +126,12 @@ class MultiDeviceModel:
             out[name] = np.concatenate(pieces)
         return out
 
-    def run_stats(self) -> dict:
-        return {"devices": [d.id for d in self.devices],
-                "parts": [{"device": d, "first_row": lo, "rows": n} for d, lo, n in self.last_parts],
-                "models": [m.run_stats() for m in self.models],
-                "recoveries": sum(len(m.recoveries) for m in self.models)}
+    def run_stats(self) -> MultiDeviceRunStats:
+        return MultiDeviceRunStats(
+            devices=[d.id for d in self.devices],
+            parts=[{"device": d, "first_row": lo, "rows": n} for d, lo, n in self.last_parts],
+            models=[m.run_stats() for m in self.models],
+            recoveries=sum(len(m.recoveries) for m in self.models))
 
     @property
     def last_host_seconds(self) -> float:

@@ -341,6 +341,9 @@ def test_a_batch_split_across_two_devices_gives_what_one_device_gives(four_devic
         got = m.run({"input": x})["probs"]
         assert [(d, n) for d, _, n in m.last_parts] == [(0, 6 if mode == "static" else 5),
                                                         (1, 4 if mode == "static" else 5)]
+        stats = m.run_stats()
+        assert [(p["device"], p["rows"]) for p in stats.parts] == [(d, n) for d, _, n in m.last_parts]
+        assert len(stats.models) == len(stats.devices) and all(s.runs >= 1 for s in stats.models)
     np.testing.assert_array_equal(got, want)
 
 
