@@ -38,35 +38,42 @@ def _moved(op: Operand | None, remap: dict[int, int]) -> Operand | None:
     return dataclasses.replace(op, offset=remap[op.offset])
 
 
-def merge_weights(gears: list[tuple[int, GearPlan, dict]]) -> tuple[dict[str, np.ndarray], int]:
-    """One weights table for all gears; rewrites each gear's weight operands to it."""
+def _moved_task(task, remap: dict[int, int]):
+    if isinstance(task, KernelTask):
+        return dataclasses.replace(task, inputs=[_moved(o, remap) for o in task.inputs],
+                                   outputs=[_moved(o, remap) for o in task.outputs])
+    if isinstance(task, CopyTask):
+        return dataclasses.replace(task, operand=_moved(task.operand, remap))
+    return task
+
+
+def merge_weights(gears: list[tuple[GearPlan, dict]]) -> tuple[list[GearPlan], dict[str, np.ndarray], int]:
+    """One weights region for all gears: each gear's plan made again with its weight records
+    and weight operands moved into it (the stages' own sections are left as they made
+    them), the weights by name, and the region's size."""
     merged: dict[str, np.ndarray] = {}
-    layout = RegionLayout(gears[0][1].memory_plan.alignment)
-    for batch, plan, weights in gears:
+    layout = RegionLayout(gears[0][0].memory_plan.alignment)
+    moves = []
+    for plan, weights in gears:
         remap: dict[int, int] = {}
-        mp = plan.memory_plan
         records = []
-        for w in mp.weights:
+        for w in plan.memory_plan.weights:
             arr, name = weights[w.name], w.name
             if name in merged and not (merged[name].dtype == arr.dtype and merged[name].shape == arr.shape
                                        and np.array_equal(merged[name], arr)):
-                name = f"{name}@batch{batch}"
+                name = f"{name}@batch{plan.batch}"
             if name not in merged:
                 merged[name] = arr
                 layout.place(name, arr.nbytes)
             remap[w.offset] = layout.offsets[name]
             records.append(WeightRecord(name, layout.offsets[name], w.size))
-        mp.weights = records
-        for tl in plan.tasks.lists:
-            for task in tl:
-                if isinstance(task, KernelTask):
-                    task.inputs = [_moved(o, remap) for o in task.inputs]
-                    task.outputs = [_moved(o, remap) for o in task.outputs]
-                elif isinstance(task, CopyTask):
-                    task.operand = _moved(task.operand, remap)
-    for _, plan, _ in gears:
-        plan.memory_plan.weights_bytes = layout.end
-    return merged, layout.end
+        moves.append((plan, remap, records))
+    plans = [dataclasses.replace(
+        plan, tasks=dataclasses.replace(plan.tasks, lists=[[_moved_task(t, remap) for t in tl]
+                                                           for tl in plan.tasks.lists]),
+        memory_plan=dataclasses.replace(plan.memory_plan, weights=records, weights_bytes=layout.end))
+        for plan, remap, records in moves]
+    return plans, merged, layout.end
 
 
 def compile_gears(source, options: CompileOptions,
@@ -99,7 +106,7 @@ def compile_gears(source, options: CompileOptions,
     plans = [GearPlan(b, io_specs(c.graph, c.graph.inputs), io_specs(c.graph, c.graph.outputs),
                       c.sections.tasks, c.sections.memory_plan, c.sections.tiling)
              for b, c in zip(sizes, gears)]
-    weights, weights_bytes = merge_weights([(p.batch, p, c.weights) for p, c in zip(plans, gears)])
+    plans, weights, weights_bytes = merge_weights([(p, c.weights) for p, c in zip(plans, gears)])
     largest, last = plans[-1], gears[-1]
     for c in (imported, *gears[:-1]):            # the report's timings cover every gear
         for name, seconds in c.ctx.seconds.items():
