@@ -74,7 +74,8 @@ def load(source: str | os.PathLike | bytes | OmFile | CompiledModel,
          runtime_core_number: int | None = None,
          pad_to_gear: bool = False, replay: bool = True, timeout: float | None = None,
          recovery: _RecoveryPolicy | None = None,
-         priority: int | str = 0) -> LoadedModel | MultiDeviceModel:
+         priority: int | str = 0, contexts: int | None = None,
+         hint: str = "latency") -> LoadedModel | MultiDeviceModel:
     """Load an .om (path, bytes, OmFile, or what :func:`compile` returned) onto ``device``
     (a :class:`VirtualDevice` or a logical device id; default: logical device 0); returns
     a :class:`~aircc.executor.runtime.loaded.LoadedModel`.
@@ -89,6 +90,11 @@ def load(source: str | os.PathLike | bytes | OmFile | CompiledModel,
     ``replay``: let a dynamic model replay the launches of a run for inputs of the same
     shapes; ``timeout``: each run's deadline in seconds (default ``$AIRCC_RUN_TIMEOUT``);
     ``recovery``: a :class:`RecoveryPolicy` (default ``$AIRCC_RECOVERY``).
+
+    ``contexts``: how many runs the model takes at once, each in an execution context of
+    its own (arena, streams, events) over weights held once; ``hint``: ``"latency"`` (one
+    context on every CPU, the default) or ``"throughput"`` (a context per group of CPUs,
+    each on its own group).  ``run_async`` queues requests onto the contexts.
     """
     from .executor.runtime.loader import load_model
 
@@ -103,7 +109,7 @@ def load(source: str | os.PathLike | bytes | OmFile | CompiledModel,
         if devices == "all":
             devices = list(range(device_count()))
         return MultiDeviceModel(source, list(devices), **options)
-    return load_model(source, device, **options)
+    return load_model(source, device, contexts=contexts, hint=hint, **options)
 
 
 def verify(model: str | os.PathLike | bytes | onnx.ModelProto, feeds: dict | None = None, *,

@@ -21,7 +21,7 @@ import os
 import time
 import weakref
 from contextlib import nullcontext
-from typing import Any, ContextManager, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import numpy as np
 import onnx
@@ -50,7 +50,7 @@ ORT_PROVIDERS = (
     "ROCMExecutionProvider", "CPUExecutionProvider")
 #: Options of ``AirccVirtualDeviceProvider`` (values may be strings, as onnxruntime's are).
 PROVIDER_OPTIONS = ("device_id", "target", "mode", "winograd", "runtime_core_number", "timeout",
-                    "priority", "pad_to_gear", "replay")
+                    "priority", "pad_to_gear", "replay", "contexts", "hint")
 #: onnxruntime's ``ModelMetadata.version`` of a model that sets none.
 NO_VERSION = 2**63 - 1
 
@@ -266,7 +266,8 @@ class InferenceSession:
                     pad_to_gear=_option(o, "pad_to_gear", bool, False),
                     replay=_option(o, "replay", bool, True),
                     timeout=_option(o, "timeout", float),
-                    priority=_option(o, "priority", int, 0))
+                    priority=_option(o, "priority", int, 0),
+                    contexts=_option(o, "contexts", int), hint=_option(o, "hint", str, "latency"))
 
     def _profiling(self) -> None:
         """The profiling hook: with ``enable_profiling`` every run from now on is recorded
@@ -325,6 +326,26 @@ class InferenceSession:
         with self._log(run_options):
             outputs = self._model.run(feeds, names)
         return [outputs[n] for n in names]
+
+    def run_async(self, output_names: Sequence[str] | None, input_feed: dict[str, Any],
+                  callback: Callable[[list | None, Any, str], None], user_data: Any = None,
+                  run_options: RunOptions | None = None) -> None:
+        """As onnxruntime's: queue a run and return at once; ``callback(outputs, user_data,
+        error)`` gets the outputs in the order of ``output_names`` and an empty error, or
+        None and the error's text.  Runs go to the model's execution contexts
+        (:meth:`~aircc.executor.runtime.loaded.LoadedModel.run_async`)."""
+        names = self._output_names(output_names)
+        if not isinstance(input_feed, dict):
+            raise InputError(f"input_feed must be a dict of input name -> array, got "
+                             f"{type(input_feed).__name__}")
+        feeds = {k: v.numpy() if isinstance(v, OrtValue) else v for k, v in input_feed.items()}
+
+        def done(outputs: dict | None, error: BaseException | None) -> None:
+            if error is None:
+                callback([outputs[n] for n in names], user_data, "")
+            else:
+                callback(None, user_data, f"{type(error).__name__}: {error}")
+        self._model.run_async(feeds, names, done)
 
     def run_with_ort_values(self, output_names: Sequence[str] | None,
                             input_dict_ort_values: dict[str, OrtValue],

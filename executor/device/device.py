@@ -19,6 +19,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Collection
 from typing import Callable
 
 from aircc.config import settings
@@ -159,22 +160,24 @@ class VirtualDevice(ProgramExecution):
             os.sched_setaffinity(0, before)
 
     # ------------------------------------------------------------- resources
-    def create_stream(self, priority: int | str = 0) -> Stream:
+    def create_stream(self, priority: int | str = 0, cpus: Collection[int] | None = None) -> Stream:
         """A new stream; ``priority`` in [-7, 7] (higher is served first) or ``"low"``,
-        ``"normal"``, ``"high"``."""
+        ``"normal"``, ``"high"``; ``cpus``: its worker runs on these of the device's CPUs
+        (its kernels' teams are as large as they are), else on all of them."""
         self.check_usable()
         try:
             priority = check_priority(priority)
         except ValueError as e:
             raise DeviceError(str(e)) from None
         with self._lock:
-            s = self._new_stream(len(self.streams), priority)
+            s = self._new_stream(len(self.streams), priority, cpus)
             self.streams.append(s)
         return s
 
-    def _new_stream(self, stream_id: int, priority: int) -> Stream:
-        return Stream(stream_id, priority, name=self.name, cpus=self.cpus, units=self.units,
-                      order=self._order)
+    def _new_stream(self, stream_id: int, priority: int,
+                    cpus: Collection[int] | None = None) -> Stream:
+        return Stream(stream_id, priority, name=self.name, cpus=cpus or self.cpus,
+                      units=self.units, order=self._order)
 
     @property
     def caching_allocator(self) -> CachingAllocator:
@@ -238,7 +241,7 @@ class VirtualDevice(ProgramExecution):
         old = [streams[i] for i in indexes]
         with self._lock:
             for i, s in zip(indexes, old):
-                new = self._new_stream(s.id, s.priority)
+                new = self._new_stream(s.id, s.priority, s.cpus)
                 streams[i] = new
                 if s in self.streams:
                     self.streams[self.streams.index(s)] = new

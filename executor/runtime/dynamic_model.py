@@ -29,14 +29,12 @@ from aircc.executor.device.caching_allocator import CachingAllocator
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.executor.device.run import Run
-from aircc.formats import ModelContract, OmFile
-from aircc.formats.alignment import RegionLayout
+from aircc.formats import OmFile
 from aircc.formats.model_section import IOSpec
-from aircc.ops import KernelBackend, Target, TensorType
+from aircc.ops import TensorType
 
 from aircc.executor.device.compute_units import stream_priority
 
-from .control_flow import check_control_nodes
 from .dynamic_plan import DeviceContext, DynamicPlan
 from .engine import DynamicRunStats, ProgramSlot
 from .feeds import check_feeds, select_outputs
@@ -44,6 +42,7 @@ from .host_values import feed_type
 from .host_pipeline import RunState
 from .host_runners import run_pipelined, run_sequential
 from .replay import ReplayCache, record, recordable
+from .residency import Residency
 from .tiling_cache import TilingCache
 
 
@@ -85,32 +84,31 @@ class Counters:
 
 
 class DynamicModel:
-    """A loaded dynamic model bound to one device: its :class:`DynamicPlan` and the
-    :class:`DeviceContext` its runs use."""
+    """One execution context of a dynamic model on one device: the :class:`DeviceContext`
+    its runs use (streams, events, tiling caches, recorded runs), reading the
+    :class:`DynamicPlan` and the weights (a :class:`~.residency.Residency`) that every
+    context on the device shares."""
 
-    def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
-                 backend: KernelBackend, target: Target, *, runtime_core_number: int | None = None,
-                 replay: bool = True, priority: int = 0):
+    def __init__(self, om: OmFile, plan: DynamicPlan, device: VirtualDevice, weights: Residency,
+                 *, runtime_core_number: int | None = None, replay: bool = True,
+                 priority: int = 0, cpus: frozenset[int] | None = None):
         self.om, self.device = om, device
-        self.name = contract.model.name
-        self.inputs, self.outputs = list(contract.model.inputs), list(contract.model.outputs)
-        check_control_nodes(contract.exec_graph, om.weights)
-        self.plan = plan = DynamicPlan.build(contract, om.weights, backend, target)
+        self.name = plan.name
+        self.inputs, self.outputs = list(plan.inputs), list(plan.outputs)
+        self.plan = plan
+        self.weights = weights
         self.core_number = runtime_core_number_of(runtime_core_number)
         self.record_replays = replay and not plan.has_control
-        self._weights_base: int | None = None
         self.replays = ReplayCache()
         self._state: RunState | None = None
         self.slot = ProgramSlot(device)
         self._recover_lock = threading.Lock()
         eg = plan.exec_graph
         self.ctx = ctx = DeviceContext(
-            device, streams=[], events=[], device_weights={},
-            prepared=PreparedConstants(device.memory, f"model '{self.name}'"),
+            device, streams=[], events=[], device_weights=weights.views, prepared=weights.prepared,
             allocator=device.caching_allocator, caches=[TilingCache() for _ in plan.nodes])
         try:
-            self._allocate_weights()
-            ctx.streams = [device.create_stream(stream_priority(priority, eg.priorities, i))
+            ctx.streams = [device.create_stream(stream_priority(priority, eg.priorities, i), cpus)
                            for i in range(max(1, eg.streams))]
         except BaseException:
             self.close()
@@ -141,27 +139,15 @@ class DynamicModel:
     def prepared(self) -> PreparedConstants:
         return self.ctx.prepared
 
-    # ------------------------------------------------------------ load
-    def _allocate_weights(self) -> None:
-        layout = RegionLayout()
-        for name, arr in self.om.weights.items():
-            layout.place(name, arr.nbytes)
-        self._weights_base = self.device.memory.malloc(max(layout.end, 1),
-                                                       f"weights of model '{self.name}'")
-        self.ctx.device_weights = {
-            w: self.device.memory.view(self._weights_base + layout.offsets[w], arr.dtype, arr.shape)
-            for w, arr in self.om.weights.items()}
-        self.write_weights()
+    @property
+    def epoch(self) -> int:
+        """The device's epoch when the weights were last written."""
+        return self.weights.epoch
 
-    def write_weights(self) -> None:
-        """Copy the weights to the device (at load, and again after the device lost its
-        memory contents), and make again what kernels derive from them."""
-        for w, arr in self.om.weights.items():
-            np.copyto(self.ctx.device_weights[w], arr)
-        self.ctx.prepared.refill()
-        self.epoch = self.device.epoch
-
-    restore = write_weights
+    def restore(self) -> None:
+        """Write the weights again (the device lost its memory contents), once for every
+        context on the device."""
+        self.weights.restore()
 
     # ------------------------------------------------------------ run
     def run(self, feeds: dict, output_names: list[str] | None = None,
@@ -354,13 +340,13 @@ class DynamicModel:
             self.device.destroy_stream(s)
         ctx.streams = []
 
+        weights, self.weights = self.weights, None
+
         def release() -> None:
             for p in pools:
                 p.release_cached()
-            ctx.prepared.release()
-            if self._weights_base is not None:
-                self.device.memory.free(self._weights_base)
-                self._weights_base = None
+            if weights is not None:
+                weights.drop()
             ctx.allocator.release_cached()
         if busy:
             self.device.quarantine(busy, release, sum(p.stats()["reserved_bytes"] for p in pools))

@@ -8,7 +8,7 @@ engines run device programs through a :class:`ProgramSlot`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter, thread_time
 from typing import Callable, Protocol
 
@@ -64,6 +64,8 @@ class RunStats:
     """Device memory of what kernels derive from the weights (packed copies)."""
     recoveries: int = 0
     """Failed attempts the recovery policy handled (:attr:`~.loaded.LoadedModel.recoveries`)."""
+    contexts: int = 1
+    """Execution contexts (runs at once); each holds the arena and streams counted here."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +104,29 @@ class DynamicRunStats(RunStats):
     """The shared pool's peak and what the recorded runs' pools hold."""
     allocator: dict
     """The shared caching allocator's own statistics."""
+
+
+#: Counters that add up over a model's contexts (the rest: the first context's).
+ADDED = ("runs", "host_submissions", "tiling_cache_hits", "tiling_cache_misses", "replays",
+         "host_kernel_runs", "launches", "d2h_syncs")
+
+
+def combined(parts: list[RunStats]) -> RunStats:
+    """One model's statistics over its execution contexts: counters added up, ratios
+    over the sums, memory per context as each context holds it (``contexts`` of them)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    sums = {k: sum(getattr(p, k) for p in parts) for k in ADDED if hasattr(first, k)}
+    out = replace(first, contexts=len(parts), **sums)
+    if isinstance(out, StaticRunStats):
+        return replace(out, submissions_per_run=out.host_submissions / max(1, out.runs))
+    if isinstance(out, DynamicRunStats):
+        looked = out.tiling_cache_hits + out.tiling_cache_misses
+        return replace(out, tiling_cache_hit_rate=out.tiling_cache_hits / looked if looked else 0.0,
+                       replay_shapes=max(p.replay_shapes for p in parts),
+                       peak_allocated_bytes=max(p.peak_allocated_bytes for p in parts))
+    return out
 
 
 @dataclass(frozen=True)

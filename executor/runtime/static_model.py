@@ -28,7 +28,6 @@ from aircc import faults
 from aircc.errors import AirccError, InputError, ModelFormatError
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
-from aircc.executor.device.prepared import PreparedConstants
 from aircc.formats import ModelContract, OmFile, StaticPlan
 from aircc.formats.kinds import Region
 from aircc.formats.model_section import IOSpec
@@ -37,6 +36,7 @@ from aircc.ops import KernelBackend, Target
 from aircc.executor.device.compute_units import stream_priority
 from .engine import ProgramSlot, StaticRunStats
 from .feeds import check_feeds, exact_feeds, select_outputs
+from .residency import Residency
 from .static_tasks import TaskBinder
 
 
@@ -59,6 +59,8 @@ class StaticModelPlan:
     priorities: tuple[int, ...]
     """The compiled priority of each stream."""
     weights: Mapping[str, np.ndarray]
+    weight_offsets: Mapping[str, int]
+    """Each weight's offset in the weights region (gears share those they agree on)."""
     target: Target
 
     @staticmethod
@@ -66,6 +68,13 @@ class StaticModelPlan:
               target: Target) -> StaticModelPlan:
         plans = tuple(contract.static_plans())
         widest = max(plans, key=lambda p: p.tasks.streams)
+        offsets = {}
+        for p in plans:
+            for w in p.memory_plan.weights:
+                if w.name not in weights:
+                    raise ModelFormatError(f"weight '{w.name}' is in the memory plan but not in "
+                                           f"the weights section")
+                offsets.setdefault(w.name, w.offset)
         return StaticModelPlan(
             name=contract.model.name, inputs=tuple(contract.model.inputs),
             outputs=tuple(contract.model.outputs), plans=plans,
@@ -74,7 +83,7 @@ class StaticModelPlan:
             arena_bytes=max(p.memory_plan.arena_bytes for p in plans),
             streams=widest.tasks.streams, events=max(p.tasks.events for p in plans),
             priorities=tuple(widest.tasks.priorities), weights=MappingProxyType(dict(weights)),
-            target=target)
+            weight_offsets=MappingProxyType(offsets), target=target)
 
     @property
     def gears(self) -> list[int]:
@@ -83,64 +92,53 @@ class StaticModelPlan:
 
 
 class StaticModel:
-    """A loaded static model (or gear model), bound to one device.
+    """One execution context of a static model (or gear model) on one device: its
+    activation arena, streams, events and tasks bound to them, reading the plan and the
+    weights (a :class:`~.residency.Residency`) that every context on the device shares.
 
     A gear model (``--dynamic-batch``) holds one program per batch size; they
     share the weights region, the streams, the events and one arena as large
     as the largest gear's.
     """
 
-    def __init__(self, om: OmFile, contract: ModelContract, device: VirtualDevice,
-                 backend: KernelBackend, target: Target, *, pad_to_gear: bool = False,
-                 priority: int = 0):
+    def __init__(self, om: OmFile, plan: StaticModelPlan, device: VirtualDevice,
+                 backend: KernelBackend, weights: Residency, *, pad_to_gear: bool = False,
+                 priority: int = 0, cpus: frozenset[int] | None = None):
         self.om = om
         self.device = device
         self.backend = backend
         self.pad_to_gear = pad_to_gear
-        self.plan = plan = StaticModelPlan.build(contract, om.weights, target)
+        self.plan = plan
         self.name = plan.name
         self.inputs, self.outputs = list(plan.inputs), list(plan.outputs)
+        self.weights = weights
+        self.weights_base = weights.base
+        self.prepared = weights.prepared
         self._allocations: list[int] = []
-        self.prepared = PreparedConstants(device.memory, f"model '{self.name}'")
         self.streams: list = []
         self.programs: dict = {}
         self.arena_base: int | None = None
         self.slot = ProgramSlot(device)
         self._recover_lock = threading.Lock()
         try:
-            self.weights_base = self._malloc(plan.weights_bytes, f"weights of model '{self.name}'")
             self.arena_base = self._malloc(plan.arena_bytes,
                                            f"activation arena of model '{self.name}'")
-            self.write_weights()
             self.events = device.create_events(plan.events)
-            self.streams = [device.create_stream(stream_priority(priority, plan.priorities, i))
+            self.streams = [device.create_stream(stream_priority(priority, plan.priorities, i), cpus)
                             for i in range(plan.streams)]
             self._bind_programs()
         except BaseException:
             self.close()
             raise
-        self.epoch = device.epoch
         self.runs = self.submissions = 0
         self.profiler = None
         """A :class:`~.profiling.Profiler` recording every run, or None."""
         self.last_host_seconds = 0.0
 
-    def write_weights(self) -> None:
-        """Copy the weights into the model's weights region (at load, and again after the
-        device lost its memory contents), and make again what kernels derive from them."""
-        mem, copied = self.device.memory, set()
-        for plan in self.plan.plans:
-            for w in plan.memory_plan.weights:
-                if w.name in copied:          # gears share the weights they agree on
-                    continue
-                src = self.om.weights.get(w.name)
-                if src is None:
-                    raise ModelFormatError(f"weight '{w.name}' is in the memory plan but not in "
-                                           f"the weights section")
-                np.copyto(mem.view(self.weights_base + w.offset, src.dtype, src.shape), src)
-                copied.add(w.name)
-        self.prepared.refill()
-        self.epoch = self.device.epoch
+    @property
+    def epoch(self) -> int:
+        """The device's epoch when the weights were last written."""
+        return self.weights.epoch
 
     def _bind_programs(self) -> None:
         """Bind every plan's tasks to the model's regions and streams (at load, and again
@@ -269,8 +267,9 @@ class StaticModel:
         self._bind_programs()
 
     def restore(self) -> None:
-        """Write the weights again (the device lost its memory contents)."""
-        self.write_weights()
+        """Write the weights again (the device lost its memory contents), once for every
+        context on the device."""
+        self.weights.restore()
 
     def release_cached(self) -> int:
         """Nothing cached: a static model's memory is planned."""
@@ -314,10 +313,12 @@ class StaticModel:
 
     # ---------------------------------------------------------------- unload
     def _release(self) -> None:
-        self.prepared.release()
         for off in self._allocations:
             self.device.memory.free(off)
         self._allocations.clear()
+        if self.weights is not None:
+            self.weights.drop()
+            self.weights = None
 
     def close(self) -> None:
         """Destroy the streams and free the model's memory; a stream still inside a task

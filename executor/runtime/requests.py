@@ -1,0 +1,146 @@
+"""Requests in flight: ``run_async`` queues runs onto a loaded model's execution contexts.
+
+A :class:`RequestQueue` holds at most ``max_in_flight`` requests, queued or running; a
+``run_async`` past that waits for room (backpressure), by the request's deadline.  One
+worker thread per execution context takes requests in the order they came and runs each
+with ``LoadedModel.run`` in what is left of its deadline (counted from ``run_async``), so
+results are those of ``run``.  A request still queued can be cancelled (its future's
+``cancel()``); every future resolves exactly once: with the outputs, the run's error,
+``RunTimeoutError`` (its deadline passed while it waited), ``ModelClosedError`` (the
+model was closed before it ran) or as cancelled.  The workers start with the first
+request and end when the model closes.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
+
+from aircc.errors import ConfigError, ModelClosedError, RunTimeoutError
+from aircc.log import get as get_log
+
+from .recovery import RunDeadline
+
+#: ``callback(outputs, error)``: outputs (None on an error) and the error (None on success).
+Callback = Callable[[dict | None, BaseException | None], None]
+
+
+class Request:
+    """One queued run: its feeds, the outputs asked for, its deadline and its future."""
+
+    __slots__ = ("feeds", "output_names", "deadline", "future")
+
+    def __init__(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline):
+        self.feeds, self.output_names, self.deadline = feeds, output_names, deadline
+        self.future: Future = Future()
+
+
+class RequestQueue:
+    """The requests of one model (see the module doc); ``run(feeds, output_names, timeout)``
+    is the model's own run."""
+
+    def __init__(self, run: Callable[..., dict], workers: int, max_in_flight: int, name: str):
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be a whole number >= 1, got {max_in_flight!r}")
+        self._run, self._name = run, name
+        self.max_in_flight = max_in_flight
+        self._queue: deque[Request] = deque()
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._work, name=f"aircc-{name}-request-{k}",
+                                          daemon=True) for k in range(workers)]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests queued or running."""
+        return self._in_flight
+
+    def submit(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline,
+               callback: Callback | None) -> Future:
+        """Queue a run, waiting for room by ``deadline``; its future."""
+        request = Request(feeds, output_names, deadline)
+        if callback is not None:
+            request.future.add_done_callback(lambda f: _call_back(callback, f))
+        with self._cond:
+            room = self._cond.wait_for(lambda: self._closed or self._in_flight < self.max_in_flight,
+                                       timeout=max(0.0, deadline.left()))
+            if self._closed:
+                request.future.set_exception(ModelClosedError(
+                    f"model '{self._name}' is closed; load it again to run it"))
+            elif not room:
+                request.future.set_exception(RunTimeoutError(
+                    f"model '{self._name}': the request passed its deadline of "
+                    f"{deadline.budget:g} s waiting for room among the {self.max_in_flight} "
+                    f"requests in flight"))
+            else:
+                self._in_flight += 1
+                self._queue.append(request)
+                self._cond.notify_all()
+        return request.future
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._closed)
+                if not self._queue:
+                    return                          # closed, nothing left
+                request = self._queue.popleft()
+            try:
+                self._serve(request)
+            finally:
+                with self._cond:
+                    self._in_flight -= 1
+                    self._cond.notify_all()
+
+    def _serve(self, request: Request) -> None:
+        future = request.future
+        if not future.set_running_or_notify_cancel():
+            return                                  # cancelled while it waited
+        left = request.deadline.left()
+        try:
+            if self._closed:
+                raise ModelClosedError(f"model '{self._name}' is closed; load it again to run it")
+            if left <= 0:
+                raise RunTimeoutError(f"model '{self._name}': the request passed its deadline "
+                                      f"of {request.deadline.budget:g} s waiting in the queue")
+            outputs = self._run(request.feeds, request.output_names, left)
+        except BaseException as e:                  # the run's own error, for the caller
+            future.set_exception(e)
+        else:
+            future.set_result(outputs)
+
+    def close(self) -> None:
+        """Fail every queued request with ModelClosedError and end the workers once the
+        running ones return."""
+        with self._cond:
+            self._closed = True
+            pending = list(self._queue)
+            self._queue.clear()
+            self._in_flight -= len(pending)
+            self._cond.notify_all()
+        error = ModelClosedError(f"model '{self._name}' was closed before the request ran; "
+                                 f"load it again to run it")
+        for request in pending:
+            if request.future.set_running_or_notify_cancel():
+                request.future.set_exception(error)
+
+    def join(self, timeout: float) -> None:
+        for t in self._threads:
+            t.join(timeout)
+
+
+def _call_back(callback: Callback, future: Future) -> None:
+    """``callback(outputs, error)`` for a done future (a callback's own error is logged)."""
+    try:
+        if future.cancelled():
+            callback(None, CancelledError())
+        elif future.exception() is not None:
+            callback(None, future.exception())
+        else:
+            callback(future.result(), None)
+    except Exception:                              # noqa: BLE001  (the caller's code)
+        get_log("requests").exception("a run_async callback raised")
