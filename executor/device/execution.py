@@ -128,7 +128,7 @@ class ProgramExecution:
         program's owner must replace those streams before the program runs again)."""
         try:
             walked = run.host_walk and self._walk_here(program, run, timeout)
-            spin = host_spin_ns(program.expected) if program.one_cpu and not walked else 0
+            spin = 0 if walked or not program.one_cpu else host_spin_ns(program.expected)
             if not run.wait_done(timeout, spin):
                 busy = sorted(run.stuck(), key=lambda i: not program.in_kernel(run, i))
                 where = [program.where(run, i) for i in busy]
