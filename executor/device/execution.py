@@ -4,8 +4,10 @@ streams walk their task lists (events order them), and the host waits for the en
 A static model is run by ONE submission, a model-execute task queued on the model's
 first stream: that stream's worker hands every other stream its task list, then walks
 its own, and the host is told when every stream is done.  (A program with no task
-lists goes to the device's control processor.)  A walk offers its compute unit to a
-waiting stream of higher priority at each task boundary (:mod:`.compute_units`).
+lists goes to the device's control processor.)  A short program of one stream the host
+may walk itself instead, in the worker's place (:meth:`ProgramExecution.submit`).  A walk
+offers its compute unit to a waiting stream of higher priority at each task boundary
+(:mod:`.compute_units`).
 
 :class:`ProgramExecution` is a part of :class:`~.device.VirtualDevice` (its
 ``execute``, ``submit``, ``finish``, ``abandon`` and fault firing), kept here so
