@@ -118,6 +118,17 @@ class ComputeUnits:
             self._enqueue(h)
         h.grant.acquire()
 
+    def try_acquire(self, h: Holder) -> bool:
+        """Take a unit for ``h`` if one is free and no task waits for one; False (nothing
+        taken) otherwise.  Never waits."""
+        with self._lock:
+            if not self._free or self._waiting:
+                return False
+            self.stats["grants"] += 1
+            self._free -= 1
+            h.holding = True
+            return True
+
     def release(self, h: Holder) -> None:
         """Give ``h``'s unit back (to the best waiting task, if any); ComputeUnitError if
         ``h`` holds none."""

@@ -32,7 +32,7 @@ class Run:
     __slots__ = ("feeds", "results", "pending", "done", "error", "cancelled", "faults",
                  "base", "records", "waits", "at", "walking", "abandoned", "_lock",
                  "_streams", "_released", "_seen", "kick", "submitted", "parallel_calls",
-                 "execution")
+                 "execution", "host_walk")
 
     def __init__(self, streams: int):
         self.feeds: list = []
@@ -48,6 +48,9 @@ class Run:
         """When the host submitted it (``time.perf_counter()``)."""
         self.parallel_calls = 0
         """:data:`~.threads.parallel_calls` then."""
+        self.host_walk = False
+        """The host may walk the run itself as it starts to wait (nothing was queued on a
+        stream): see :meth:`~.execution.ProgramExecution.submit`."""
         self.error: BaseException | None = None
         self.cancelled = False
         self.faults: dict | None = None
@@ -89,6 +92,8 @@ class Run:
         """Wait for the run to end (ringing :attr:`kick` first); spin up to ``spin_ns``
         before sleeping; False after ``timeout`` seconds (None: no limit)."""
         kick, self.kick = self.kick, None
+        if kick is None and self.done.count != self._seen:
+            return True            # over already (a walk the host ran itself): no wait
         return self.done.ring_wait(kick, self._seen, spin_ns,
                                    -1 if timeout is None else int(max(0.0, timeout) * 1e9))
 
@@ -164,6 +169,8 @@ class DeviceProgram:
     run: "Run | None" = None
     """The run record, reused by every execution (one at a time: ``lock``)."""
     dispatch: "Callable[[], None] | None" = None
+    host_dispatch: "Callable[[object], None] | None" = None
+    """:attr:`dispatch` for the host's thread (given the compute-unit holder it walks with)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     profile: "object | None" = None
     """A :class:`~aircc.executor.runtime.profiling.Profiler` recording each task, or None."""
@@ -172,7 +179,11 @@ class DeviceProgram:
     before the first): the host spins for a short one (:func:`~.doorbell.host_spin_ns`)..."""
     one_cpu: bool = False
     """... that used one CPU at a time (one stream, no kernel on a team of more threads;
-    else a spinning host would take a CPU the run wants)."""
+    else a spinning host would take a CPU the run wants).  Such a program, when it is
+    short, the host walks itself (:meth:`~.execution.ProgramExecution.submit`)."""
+    worker_walked: float = 0.0
+    """When a stream worker last walked it (``time.perf_counter()``): :attr:`one_cpu` is
+    what such a walk saw, so the host leaves a walk to the worker now and then."""
 
     def in_kernel(self, run: Run, stream: int) -> bool:
         """Is ``stream``'s walk at a kernel task (rather than a wait or a copy)?"""

@@ -38,6 +38,8 @@ import threading
 import time
 from typing import Callable, Collection
 
+import numpy as np
+
 from aircc.errors import StreamSyncTimeoutError
 from .compute_units import ComputeUnits, Holder
 from .doorbell import Bell, worker_spin_ns
@@ -142,6 +144,9 @@ class Stream:
         self.cpus = frozenset(cpus) if cpus else None
         self.units = units
         self.holder = Holder(priority)
+        self._host_holder = Holder(priority)
+        """The holder of a task the host runs in the worker's place (:meth:`run_here`): the
+        worker's own may be given back by the worker meanwhile (as it parks)."""
         self._order = order if order is not None else itertools.count()
         self._queue: "collections.deque[tuple[int, Callable[[], None] | None]]" = collections.deque()
         self.bell = Bell()
@@ -186,6 +191,34 @@ class Stream:
             self.bell.ring()
         if self.parked:
             self._unpark()
+
+    def run_here(self, task: Callable[[Holder | None], None]) -> bool:
+        """Run ``task(holder)`` on the calling thread in the worker's place, when the stream
+        is idle (nothing queued, its worker inside no task) and a compute unit is free;
+        False, and nothing run, otherwise (it never waits for a unit).  The task holds a
+        unit as a worker's task would, at the stream's priority (``holder``, for its yield
+        points; None without units), and numpy's floating-point warnings are off
+        meanwhile, as in a worker.  For a short task the host would hand
+        to the worker and then wait for: the two thread wake-ups are saved.  The task's
+        errors are the caller's."""
+        units, holder = self.units, self._host_holder
+        if self.running is not None or self._queue or self._ending or self.holder.holding:
+            return False
+        if units is not None:
+            holder.seq = next(self._order)
+            if not units.try_acquire(holder):
+                return False
+        self.running_since = time.monotonic()
+        self.running = task
+        try:
+            with np.errstate(all="ignore"):
+                task(holder if units is not None else None)
+        finally:
+            self.running = None
+            self.tasks_run += 1
+            if units is not None:
+                units.release(holder)
+        return True
 
     def ring_when_idle(self, bell: Bell) -> None:
         """Called from a task on this stream's worker: ring ``bell`` once the worker has

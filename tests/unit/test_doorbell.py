@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from aircc.errors import ConfigError
+from aircc.errors import ConfigError, RunTimeoutError
 from aircc.executor.device import doorbell, threads
 from aircc.executor.device.stream import Stream
 
@@ -235,3 +235,55 @@ def test_the_host_spins_only_for_programs_that_used_one_cpu(aircc_env):
     if len(threads.available_cpus()) > 1 and results["big"][1] == 1:
         assert results["big"][0] is False          # the 512^3 product ran on two threads
     assert results["two streams"][0] is False and results["two streams"][1] == 2
+
+
+def test_the_host_walks_a_short_program_itself_unless_a_fault_is_planned(monkeypatch):
+    """A one-stream program of small kernels that ran short is walked on the calling
+    thread, in its idle worker's place; with a fault planned, or a deadline under 100
+    times the run, the stream's worker walks it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import aircc
+    from aircc import faults
+    from aircc.compiler.context import CompileOptions
+    from aircc.compiler.driver import compile_model
+    from aircc.executor.device import execution
+
+    w = numpy_helper.from_array(np.eye(8, dtype=np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8])], [w])
+    om = compile_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+                       CompileOptions(mode="static")).om
+    walkers: list[str] = []
+    for name in ("_walk", "_walk_checked"):
+        def noted(self, *args, walk=getattr(execution.ProgramExecution, name), **kwargs):
+            walkers.append(threading.current_thread().name)
+            return walk(self, *args, **kwargs)
+        monkeypatch.setattr(execution.ProgramExecution, name, noted)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    m = aircc.load(om)
+    try:
+        for _ in range(20):                  # the first runs teach it how short it is
+            m.run({"x": x})
+        program = m.engine.program
+        if not program.one_cpu or program.expected >= execution.HOST_WALK_SECONDS:
+            pytest.skip("the program did not run short here")
+        walkers.clear()
+        np.testing.assert_array_equal(m.run({"x": x})["y"], x)
+        assert walkers == [threading.current_thread().name]
+        walkers.clear()
+        try:                                 # too tight a deadline for the host's walk
+            m.run({"x": x}, timeout=program.expected * execution.HOST_WALK_MARGIN / 2)
+        except RunTimeoutError:
+            pass                             # the worker may not make it either
+        assert threading.current_thread().name not in walkers
+        faults.inject("corrupt", node="mm", value=0.0)
+        try:
+            walkers.clear()
+            np.testing.assert_array_equal(m.run({"x": x})["y"], x)
+            assert walkers and walkers[-1] != threading.current_thread().name
+        finally:
+            faults.clear()
+    finally:
+        m.close()
