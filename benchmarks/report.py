@@ -1,7 +1,9 @@
 """The benchmark's results as markdown: one table per suite (every target's latency, ratio
 and GFLOP/s beside onnxruntime's), the geometric means, the failures, the contended run,
-compile scaling and load time."""
+the serving table (``serving.py``), compile scaling and load time."""
 from __future__ import annotations
+
+from serving import markdown as serving_markdown
 
 SUITE_TITLES = {"light": "the light models", "samples": "the samples", "broader": "the broader suite"}
 
@@ -154,6 +156,7 @@ def markdown(results: dict) -> str:
     if not models and results.get("light_geomean_ratio"):
         lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
     lines += _contended(results)
+    lines += serving_markdown(results)
     if results.get("compile_scaling"):
         lines += _scaling(results)
     if results.get("load"):
