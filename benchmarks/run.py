@@ -5,6 +5,7 @@
     python benchmarks/run.py --only resnet50 --rounds 20
     python benchmarks/run.py --suite broader --targets native,cpu-dnnl
     python benchmarks/run.py --only resnet50 --contended resnet50
+    python benchmarks/run.py --serving-only --serving squeezenet,resnet50
 
 Suites (``--suite``): ``light`` (the onnx package's light models), ``samples`` (aircc's
 samples and the dynamic BERT-style encoder) and ``broader`` (torch-exported models of
@@ -23,7 +24,12 @@ inference, compile time, the nodes that run on the fallback kernel (onnx's refer
 op), and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
 own float32 GEMM rate (``work.py``).  The contended run (``--contended``, and ResNet-50
 in a full run) times models again with a busy neighbour process spinning on a core
-(``neighbour.py``), beside a quiet run of the same models just before.  Also: compile
+(``neighbour.py``), beside a quiet run of the same models just before.  The serving
+table (``--serving [MODELS]``, and a full run for SqueezeNet, ResNet-50, the BERT-style
+encoder at (1, 32) and MobileNet; ``--serving-only`` runs nothing else) gives
+inferences/s and p50/p90/p99 latency with 1, 2 and 4 requests in flight for aircc,
+onnxruntime and OpenVINO (``pip install openvino``; skipped with one line where it is
+missing): ``serving.py``.  Also: compile
 time against graph size and the load time of a .om with 90 MB of weights
 (``scaling.py``); ``results.svg`` plots the ratios and the compile scaling (``plot.py``).
 Host time per inference is the host thread's CPU time in the run call (not the wait

@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 
 from neighbour import others_load
+from report import serving_machine_line, serving_row_lines
 from quiet import wait_until_quiet
 
 #: Requests in flight.
@@ -279,7 +280,8 @@ def serve_model(made: list, rounds: int, seconds: float, in_flight=IN_FLIGHT) ->
     out = []
     for n in in_flight:
         row: dict = {"n": n, "engines": {
-            name: {"per_second": statistics.median(rates[n, name]), **percentiles(lat[n, name])}
+            name: {"per_second": statistics.median(rates[n, name]), "rounds": rates[n, name],
+                   **percentiles(lat[n, name])}
             for name in names}}
         peers = [p for p in F32_PEERS if p in names]
         if "aircc" in names and peers:
@@ -307,7 +309,7 @@ def serve(selected: list[dict], target: str, rounds: int, seconds: float, device
     out = {"in_flight": list(in_flight), "rounds": rounds, "seconds": seconds, "target": target,
            "isa": isa_flags(), "openvino": version, "skipped": skipped, "models": []}
     if machine:
-        print(machine_line(machine, out), flush=True)
+        print(serving_machine_line(machine, out), flush=True)
     if not version:
         print(f"OpenVINO skipped: {skipped['openvino']}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
@@ -329,7 +331,7 @@ def serve(selected: list[dict], target: str, rounds: int, seconds: float, device
                 for e in made:
                     e.close()
             out["models"].append(row)
-            for line in row_lines(row):
+            for line in serving_row_lines(row):
                 print(line, flush=True)
     return out
 
@@ -338,72 +340,3 @@ def random_feeds(inputs: list, seed: int = 0) -> dict:
     """Normal floats of each input's (static) shape and dtype."""
     rng = np.random.default_rng(seed)
     return {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in inputs}
-
-
-def row_lines(row: dict) -> list[str]:
-    """A served model as the benchmark prints it while it runs."""
-    if "in_flight" not in row:
-        return [f"{row['model']:<24} serving FAILED " + "; ".join(
-            f"{k}: {v}" for k, v in row["errors"].items())]
-    lines = []
-    for r in row["in_flight"]:
-        rates = ", ".join(f"{name} {e['per_second']:.1f}" for name, e in r["engines"].items())
-        ratio = f"  ratio {r['ratio']:.2f} to {r['best_peer']}" if "ratio" in r else ""
-        lines.append(f"{row['model']:<24} N={r['n']} inferences/s {rates}{ratio}")
-    return lines
-
-
-ENGINE_TITLES = {"aircc": "aircc", "onnxruntime": "onnxruntime", "openvino_f32": "OpenVINO f32",
-                 "openvino_default": "OpenVINO default"}
-
-
-def machine_line(machine: dict, serving: dict) -> str:
-    """The CPU, its ISA flags and the engines' versions."""
-    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in serving["isa"].items())
-    ov = f"OpenVINO {serving['openvino']}" if serving.get("openvino") else \
-        "OpenVINO skipped: " + serving["skipped"].get("openvino", "")
-    return (f"Machine: {machine['cpu']}, {machine['cpus']} CPUs ({flags}); onnxruntime "
-            f"{machine['onnxruntime']}, {ov}.")
-
-
-def markdown(results: dict) -> list[str]:
-    """The serving table's lines (none where the run served nothing)."""
-    serving = results.get("serving")
-    if not serving:
-        return []
-    rows = [m for m in serving["models"] if "in_flight" in m]
-    names = [n for n in ENGINE_TITLES if any(n in r["engines"] for m in rows for r in m["in_flight"])]
-    precision = next((m["precisions"].get("openvino_default") for m in rows
-                      if m.get("precisions", {}).get("openvino_default")), None)
-    titles = {**ENGINE_TITLES, "openvino_default": f"OpenVINO default ({precision})"
-              if precision else "OpenVINO default"}
-    lines = ["", f"### Serving: {', '.join(map(str, serving['in_flight']))} requests in flight", "",
-             machine_line(results["machine"], serving),
-             f"aircc compiled for {serving['target']}; {serving['rounds']} rounds, each a "
-             f"{serving['seconds']:g} s window per engine and N, engines interleaved, each block "
-             "started with the other engines' threads idle; inferences/s are medians over the "
-             "rounds; latencies (p50 / p99 ms) pool every round's requests; ratio: aircc's "
-             "inferences/s over the best float32 peer's (above 1: aircc serves more); "
-             "scaling: aircc at N over aircc at 1.", ""]
-    header = (["model", "N", "aircc mode"] + [f"{titles[n]} inf/s" for n in names]
-              + ["ratio", "best peer", "aircc scaling"] + [f"{titles[n]} p50 / p99 ms" for n in names]
-              + ["other processes' CPU"])
-    lines += ["| " + " | ".join(header) + " |",
-              "| --- | ---: | --- |" + " ---: |" * len(names) + " ---: | --- |"
-              + " ---: |" * (len(names) + 2)]
-    for m in rows:
-        cores = f"{m['others_cpu_cores']:.2f}" if m.get("others_cpu_cores") is not None else "-"
-        for r in m["in_flight"]:
-            e = r["engines"]
-            cells = [m["model"], str(r["n"]), m["aircc_mode"]]
-            cells += [f"{e[n]['per_second']:.1f}" if n in e else "-" for n in names]
-            cells += [f"{r['ratio']:.2f}" if "ratio" in r else "-",
-                      ENGINE_TITLES.get(r.get("best_peer"), "-"),
-                      f"{r['aircc_scaling']:.2f}" if "aircc_scaling" in r else "-"]
-            cells += [f"{e[n]['p50_ms']:.2f} / {e[n]['p99_ms']:.2f}" if n in e else "-" for n in names]
-            cells.append(cores)
-            lines.append("| " + " | ".join(cells) + " |")
-    failed = [(m["model"], k, v) for m in serving["models"] for k, v in m["errors"].items()]
-    if failed:
-        lines += ["", "Failed:"] + [f"- {m} [{k}]: {v}" for m, k, v in failed]
-    return lines

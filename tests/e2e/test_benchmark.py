@@ -341,7 +341,7 @@ def test_serving_table_has_each_engine_at_each_number_in_flight(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Machine: cpu, 2 CPUs (avx512f ")
     assert ("OpenVINO skipped" in out) == (results["openvino"] is None)
-    table = "\n".join(serving.markdown({"machine": machine, "serving": results}))
+    table = _bench_module("report").markdown({"machine": machine, "models": [], "serving": results})
     assert "| model | N | aircc mode | aircc inf/s | onnxruntime inf/s |" in table
     assert f"| tiny | 4 | {row['aircc_mode']} |" in table
 
