@@ -1,6 +1,6 @@
 """The benchmark's results as markdown: one table per suite (every target's latency, ratio
 and GFLOP/s beside onnxruntime's), the geometric means, the failures, the contended run,
-compile scaling and load time."""
+the serving table (``serving.py``), compile scaling and load time."""
 from __future__ import annotations
 
 SUITE_TITLES = {"light": "the light models", "samples": "the samples", "broader": "the broader suite"}
@@ -130,8 +130,79 @@ def _scaling(results: dict) -> list[str]:
     return lines
 
 
+def serving_row_lines(row: dict) -> list[str]:
+    """A served model as the benchmark prints it while it runs."""
+    if "in_flight" not in row:
+        return [f"{row['model']:<24} serving FAILED " + "; ".join(
+            f"{k}: {v}" for k, v in row["errors"].items())]
+    lines = []
+    for r in row["in_flight"]:
+        rates = ", ".join(f"{name} {e['per_second']:.1f}" for name, e in r["engines"].items())
+        ratio = f"  ratio {r['ratio']:.2f} to {r['best_peer']}" if "ratio" in r else ""
+        lines.append(f"{row['model']:<24} N={r['n']} inferences/s {rates}{ratio}")
+    return lines
+
+
+SERVING_ENGINES = {"aircc": "aircc", "onnxruntime": "onnxruntime", "openvino_f32": "OpenVINO f32",
+                 "openvino_default": "OpenVINO default"}
+
+
+def serving_machine_line(machine: dict, serving: dict) -> str:
+    """The CPU, its ISA flags and the engines' versions."""
+    flags = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in serving["isa"].items())
+    ov = f"OpenVINO {serving['openvino']}" if serving.get("openvino") else \
+        "OpenVINO skipped: " + serving["skipped"].get("openvino", "")
+    return (f"Machine: {machine['cpu']}, {machine['cpus']} CPUs ({flags}); onnxruntime "
+            f"{machine['onnxruntime']}, {ov}.")
+
+
+def _serving(results: dict) -> list[str]:
+    """The serving table's lines (none where the run served nothing)."""
+    serving = results.get("serving")
+    if not serving:
+        return []
+    rows = [m for m in serving["models"] if "in_flight" in m]
+    names = [n for n in SERVING_ENGINES if any(n in r["engines"] for m in rows for r in m["in_flight"])]
+    precision = next((m["precisions"].get("openvino_default") for m in rows
+                      if m.get("precisions", {}).get("openvino_default")), None)
+    titles = {**SERVING_ENGINES, "openvino_default": f"OpenVINO default ({precision})"
+              if precision else "OpenVINO default"}
+    lines = ["", f"### Serving: {', '.join(map(str, serving['in_flight']))} requests in flight", "",
+             serving_machine_line(results["machine"], serving),
+             f"aircc compiled for {serving['target']}; {serving['rounds']} rounds, each a "
+             f"{serving['seconds']:g} s window per engine and N, engines interleaved, each block "
+             "started with the other engines' threads idle; inferences/s are medians over the "
+             "rounds; latencies (p50 / p99 ms) pool every round's requests; ratio: aircc's "
+             "inferences/s over the best float32 peer's (above 1: aircc serves more); "
+             "scaling: aircc at N over aircc at 1.", ""]
+    header = (["model", "N", "aircc mode"] + [f"{titles[n]} inf/s" for n in names]
+              + ["ratio", "best peer", "aircc scaling"] + [f"{titles[n]} p50 / p99 ms" for n in names]
+              + ["other processes' CPU"])
+    lines += ["| " + " | ".join(header) + " |",
+              "| --- | ---: | --- |" + " ---: |" * len(names) + " ---: | --- |"
+              + " ---: |" * (len(names) + 2)]
+    for m in rows:
+        cores = f"{m['others_cpu_cores']:.2f}" if m.get("others_cpu_cores") is not None else "-"
+        for r in m["in_flight"]:
+            e = r["engines"]
+            cells = [m["model"], str(r["n"]), m["aircc_mode"]]
+            cells += [f"{e[n]['per_second']:.1f}" if n in e else "-" for n in names]
+            cells += [f"{r['ratio']:.2f}" if "ratio" in r else "-",
+                      SERVING_ENGINES.get(r.get("best_peer"), "-"),
+                      f"{r['aircc_scaling']:.2f}" if "aircc_scaling" in r else "-"]
+            cells += [f"{e[n]['p50_ms']:.2f} / {e[n]['p99_ms']:.2f}" if n in e else "-" for n in names]
+            cells.append(cores)
+            lines.append("| " + " | ".join(cells) + " |")
+    failed = [(m["model"], k, v) for m in serving["models"] for k, v in m["errors"].items()]
+    if failed:
+        lines += ["", "Failed:"] + [f"- {m} [{k}]: {v}" for m, k, v in failed]
+    return lines
+
+
 def markdown(results: dict) -> str:
     """The results of ``run.py`` as the markdown that ``results.md`` holds."""
+    if not results["models"] and results.get("serving"):          # --serving-only
+        return "\n".join(_serving(results)[1:]) + "\n"
     lines = [_machine_line(results)]
     if (targets_line := _targets_line(results)) is not None:
         lines += ["", targets_line]
@@ -154,6 +225,7 @@ def markdown(results: dict) -> str:
     if not models and results.get("light_geomean_ratio"):
         lines += ["", f"Geometric mean ratio over the light models: {results['light_geomean_ratio']:.2f}"]
     lines += _contended(results)
+    lines += _serving(results)
     if results.get("compile_scaling"):
         lines += _scaling(results)
     if results.get("load"):

@@ -5,6 +5,7 @@
     python benchmarks/run.py --only resnet50 --rounds 20
     python benchmarks/run.py --suite broader --targets native,cpu-dnnl
     python benchmarks/run.py --only resnet50 --contended resnet50
+    python benchmarks/run.py --serving-only --serving squeezenet,resnet50
 
 Suites (``--suite``): ``light`` (the onnx package's light models), ``samples`` (aircc's
 samples and the dynamic BERT-style encoder) and ``broader`` (torch-exported models of
@@ -23,7 +24,12 @@ inference, compile time, the nodes that run on the fallback kernel (onnx's refer
 op), and the model's multiply-adds with each engine's effective GFLOP/s beside numpy's
 own float32 GEMM rate (``work.py``).  The contended run (``--contended``, and ResNet-50
 in a full run) times models again with a busy neighbour process spinning on a core
-(``neighbour.py``), beside a quiet run of the same models just before.  Also: compile
+(``neighbour.py``), beside a quiet run of the same models just before.  The serving
+table (``--serving [MODELS]``, and a full run for SqueezeNet, ResNet-50, the BERT-style
+encoder at (1, 32) and MobileNet; ``--serving-only`` runs nothing else) gives
+inferences/s and p50/p90/p99 latency with 1, 2 and 4 requests in flight for aircc,
+onnxruntime and OpenVINO (``pip install openvino``; skipped with one line where it is
+missing): ``serving.py``.  Also: compile
 time against graph size and the load time of a .om with 90 MB of weights
 (``scaling.py``); ``results.svg`` plots the ratios and the compile scaling (``plot.py``).
 Host time per inference is the host thread's CPU time in the run call (not the wait
@@ -40,6 +46,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -55,6 +62,7 @@ from plot import svg
 from quiet import wait_until_quiet
 from report import markdown, row_line
 from scaling import SCALING_SIZES, SCALING_WIDTHS, compile_scaling, growth_exponents, load_time  # noqa: F401
+from serving import SERVING, isa_flags, random_feeds, serve
 from targets import expand, fallback_ops, usable_targets
 from work import gemm_gflops, multiply_adds
 
@@ -66,6 +74,8 @@ sys.path.insert(0, os.path.join(ROOT, "samples"))
 SUITES = ("light", "samples", "broader")
 #: What a full run times again beside a busy neighbour.
 CONTENDED = "resnet50"
+#: The BERT-style encoder's (batch, sequence) rows; ``--only bert_dynamic_BxS`` adds others.
+BERT_SHAPES = ((1, 16), (4, 64), (8, 128))
 
 
 def machine() -> dict:
@@ -76,6 +86,7 @@ def machine() -> dict:
             info["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
     except (OSError, StopIteration):
         info["cpu"] = platform.processor()
+    info["isa"] = isa_flags()
     info["blas_kernels"] = blas_kernels()
     info["gemm_gflops"] = round(gemm_gflops(), 1)
     return info
@@ -117,7 +128,9 @@ def entries(suites: list[str], wanted: set | None = None, broader_size: str = "f
                      "options": CompileOptions(), "feeds": None})
         if wanted is None or any(w.startswith("bert_") for w in wanted):
             bert = build_bert_encoder()
-            for b, s in ((1, 16), (4, 64), (8, 128)):
+            shapes = list(BERT_SHAPES)
+            shapes += [s for s in map(bert_shape, wanted or ()) if s and s not in shapes]
+            for b, s in shapes:
                 rows.append({"suite": "samples", "name": f"bert_dynamic_{b}x{s}", "model": bert,
                              "options": CompileOptions(), "feeds": make_inputs(b, s), "shared": "bert"})
     if "broader" in suites:
@@ -134,9 +147,10 @@ def entries(suites: list[str], wanted: set | None = None, broader_size: str = "f
     return rows
 
 
-def random_feeds(inputs: list[dict], seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal(i.shape).astype(i.dtype) for i in inputs}
+def bert_shape(name: str) -> tuple[int, int] | None:
+    """(batch, sequence) of a row name ``bert_dynamic_<batch>x<sequence>``, else None."""
+    m = re.fullmatch(r"bert_dynamic_(\d+)x(\d+)", name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _error(e: BaseException) -> str:
@@ -320,6 +334,16 @@ def contended(rows: list[dict], targets: list[str], rounds: int, warmup: int, de
     return out
 
 
+def _serving(names: list[str], args, target: str, device, host: dict) -> dict:
+    """The serving table's results for the models ``names`` (from every suite)."""
+    chosen = entries(list(SUITES), set(names), args.broader_size)
+    if missing := [n for n in names if n not in {e["name"] for e in chosen}]:
+        print(f"serving: no model {', '.join(missing)} in the suites", file=sys.stderr)
+    seconds = args.serving_seconds or (0.5 if args.quick else 1.0)
+    rounds = args.serving_rounds or (3 if args.quick else 5)
+    return serve(chosen, target, rounds, seconds, device, host)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=None)
@@ -342,6 +366,16 @@ def main(argv=None) -> int:
     ap.add_argument("--contended", nargs="?", const=CONTENDED, default=None, metavar="MODELS",
                     help="also time these models (default resnet50; a full run does) quiet and "
                          "then beside a busy process spinning on a core")
+    ap.add_argument("--serving", nargs="?", const=SERVING, default=None, metavar="MODELS",
+                    help="also serve these models with 1, 2 and 4 requests in flight (default "
+                         f"{SERVING}; a full run does): inferences/s and latency percentiles of "
+                         "aircc, onnxruntime and OpenVINO (where installed)")
+    ap.add_argument("--serving-only", action="store_true",
+                    help="serve only (--serving's models, or its default): no latency rows, "
+                         "contended run or compile scaling")
+    ap.add_argument("--serving-seconds", type=float, default=None,
+                    help="each serving block's window (default 1, 0.5 with --quick)")
+    ap.add_argument("--serving-rounds", type=int, default=None, help="default 5, 3 with --quick")
     ap.add_argument("--out", default=HERE, help="directory for results.json, results.md and results.svg")
     ap.add_argument("--device-cpus", default="none", metavar="LIST",
                     help="CPUs of the device's stream workers, and of the host thread while it "
@@ -358,10 +392,12 @@ def main(argv=None) -> int:
     device = aircc.VirtualDevice(cpus=cpus) if cpus else None
     rounds = args.rounds or (5 if args.quick else 25)
     min_seconds = args.min_seconds if args.min_seconds is not None else (0.0 if args.quick else 2.0)
-    contend = args.contended or (CONTENDED if not args.only and "light" in suites else "")
+    full = not args.only and "light" in suites and not args.serving_only
+    contend = "" if args.serving_only else args.contended or (CONTENDED if full else "")
     contend_names = [n for n in contend.split(",") if n]
+    serving_names = [n for n in (args.serving or (SERVING if full or args.serving_only else "")).split(",") if n]
     wanted = set(args.only.split(",")) | set(contend_names) if args.only else None
-    selected = entries(suites, wanted, args.broader_size)
+    selected = [] if args.serving_only else entries(suites, wanted, args.broader_size)
     host = machine()             # numpy's GEMM rate before a OneDNN target changes its threads
     targets, skipped = usable_targets(expand([t for t in args.targets.split(",") if t]), device)
     results = {"machine": host, "rounds": rounds, "min_seconds": min_seconds,
@@ -389,7 +425,9 @@ def main(argv=None) -> int:
             print(f"contended run: no model {', '.join(missing)} in the suites run", file=sys.stderr)
         results["contended"] = contended([known[n] for n in contend_names if n in known], list(targets),
                                          rounds, args.warmup, device, min_seconds)
-    if not args.only:
+    if serving_names:
+        results["serving"] = _serving(serving_names, args, next(iter(targets)), device, host)
+    if not args.only and not args.serving_only:
         results["compile_scaling"] = compile_scaling([500, 2000] if args.quick else SCALING_SIZES)
         results["compile_growth_exponent"] = growth_exponents(results["compile_scaling"])
         results["load"] = load_time()

@@ -308,3 +308,99 @@ def test_busy_threads_sees_a_running_thread_and_the_wait_outlasts_it():
     waited, got_quiet = quiet.wait_until_quiet(limit_s=5)    # BLAS workers included
     assert got_quiet
     assert threading.get_native_id() not in quiet.busy_threads()     # never the caller
+
+
+def _tiny_entry():
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from aircc.compiler.driver import CompileOptions
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])],
+                              "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return {"name": "tiny", "model": model, "options": CompileOptions(), "feeds": None}
+
+
+def test_serving_table_has_each_engine_at_each_number_in_flight(capsys):
+    serving = _bench_module("serving")
+    machine = {"cpu": "cpu", "cpus": 2, "onnxruntime": "1"}
+    results = serving.serve([_tiny_entry()], "native", rounds=1, seconds=0.05, machine=machine)
+    (row,) = results["models"]
+    assert row["errors"] == {} and row["aircc_mode"] in ("threads", "contexts")
+    engines = {"aircc", "onnxruntime"} | ({"openvino_f32", "openvino_default"} if results["openvino"] else set())
+    assert [r["n"] for r in row["in_flight"]] == [1, 2, 4]
+    for r in row["in_flight"]:
+        assert set(r["engines"]) == engines
+        for e in r["engines"].values():
+            assert e["per_second"] > 0 and 0 < e["p50_ms"] <= e["p90_ms"] <= e["p99_ms"]
+        assert r["ratio"] > 0 and r["best_peer"] in ("onnxruntime", "openvino_f32")
+    assert row["in_flight"][0]["aircc_scaling"] == 1.0
+    out = capsys.readouterr().out
+    assert out.startswith("Machine: cpu, 2 CPUs (avx512f ")
+    assert ("OpenVINO skipped" in out) == (results["openvino"] is None)
+    table = _bench_module("report").markdown({"machine": machine, "models": [], "serving": results})
+    assert "| model | N | aircc mode | aircc inf/s | onnxruntime inf/s |" in table
+    assert f"| tiny | 4 | {row['aircc_mode']} |" in table
+
+
+def test_serving_skips_openvino_where_it_is_missing_and_uses_contexts_where_aircc_has_them(
+        monkeypatch, capsys):
+    import concurrent.futures as cf
+
+    import aircc
+
+    serving = _bench_module("serving")
+    load, pool, asked = aircc.load, cf.ThreadPoolExecutor(4), []
+
+    class Contexts:                         # the API in the making: contexts= and run_async
+        def __init__(self, model, n):
+            self.model, self.n = model, n
+
+        def run_async(self, feeds, output_names=None, callback=None) -> cf.Future:
+            return pool.submit(self.model.run, feeds)
+
+        def __getattr__(self, name):        # inputs, run, close
+            return getattr(self.model, name)
+
+    def load_with_contexts(om, device=None, contexts=1):
+        asked.append(contexts)
+        return Contexts(load(om, device=device), contexts)
+
+    monkeypatch.setattr(serving, "openvino_version", lambda: None)
+    monkeypatch.setattr(aircc, "load", load_with_contexts)
+    try:
+        results = serving.serve([_tiny_entry()], "native", rounds=1, seconds=0.02, in_flight=(1, 2))
+    finally:
+        pool.shutdown()
+    assert "OpenVINO skipped: not installed (pip install openvino)" in capsys.readouterr().out
+    assert results["skipped"] == {"openvino": "not installed (pip install openvino)"}
+    (row,) = results["models"]
+    assert row["aircc_mode"] == "contexts" and asked == [1, 2]
+    assert set(row["in_flight"][1]["engines"]) == {"aircc", "onnxruntime"}
+
+
+def test_serving_windows_keep_n_requests_in_flight():
+    import concurrent.futures as cf
+    import threading
+    import time
+
+    serving = _bench_module("serving")
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def request():
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.002)
+        with lock:
+            now[0] -= 1
+
+    w = serving.threads_window(request, 3, 0.05)
+    assert most[0] == 3 and w.completed == len(w.latencies) >= 3 and w.per_second > 0
+    most[0] = 0
+    with cf.ThreadPoolExecutor(8) as pool:
+        w = serving.futures_window(lambda: pool.submit(request), 2, 0.05)
+    assert most[0] == 2 and w.completed >= 2 and w.seconds >= 0.05
