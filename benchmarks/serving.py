@@ -12,10 +12,9 @@ percentiles of its requests' latencies (submission to completion, every round's)
 aircc's ratio to the best float32 peer (the median over rounds of each round's ratio)
 and aircc's rate at N over its rate at 1.
 
-- aircc: with ``aircc.load(om, contexts=N)`` and ``model.run_async`` (N execution
-  contexts sharing the weights), N futures in flight (mode ``contexts``); where this
-  aircc has neither, N threads each calling ``model.run`` on one loaded model (mode
-  ``threads``: its runs take turns).
+- aircc: ``aircc.load(om, contexts=N, hint="throughput")`` (N execution contexts over
+  weights held once, each on its own CPUs where there are as many) and
+  ``model.run_async``, N futures in flight.
 - onnxruntime: one ``InferenceSession`` (default options), N threads each calling
   ``run`` (sessions are thread-safe; its ``run_async`` runs each request on a thread of
   the session's own intra-op pool, the pool the requests' parallel work needs).
@@ -130,42 +129,32 @@ def futures_window(submit: Callable[[], cf.Future], n: int, seconds: float) -> W
 
 
 class AirccEngine:
-    """aircc serving ``om``: N contexts and ``run_async`` where this aircc has them, else
-    N threads over one loaded model."""
+    """aircc serving ``om``: N execution contexts (the throughput hint: each on its own
+    CPUs where there are as many) and ``run_async``, N requests in flight."""
 
     name = "aircc"
+    mode = "contexts"
 
     def __init__(self, om, feeds: dict, device=None):
         import aircc
 
-        self._load = lambda **kw: aircc.load(om, device=device, **kw)
+        self._load = lambda n: aircc.load(om, device=device, contexts=n,
+                                          hint="throughput" if n > 1 else "latency")
         self.feeds = feeds
-        self._models: dict[int, object] = {}
-        try:
-            first = self._load(contexts=1)
-            self.contexts = True
-        except TypeError:                           # no contexts= in this aircc
-            first = self._load()
-            self.contexts = False
-        self._models[1] = first
-        self.asynchronous = hasattr(first, "run_async")
-        self.mode = ("contexts" if self.asynchronous else "threads+contexts") if self.contexts \
-            else "threads"
-        self.inputs = first.inputs
+        self._models: dict[int, object] = {1: self._load(1)}
+        self.inputs = self._models[1].inputs
 
     def _model(self, n: int):
         if n not in self._models:
-            self._models[n] = self._load(contexts=n) if self.contexts else self._models[1]
+            self._models[n] = self._load(n)
         return self._models[n]
 
     def window(self, n: int, seconds: float) -> Window:
         model = self._model(n)
-        if self.contexts and self.asynchronous:
-            return futures_window(lambda: model.run_async(self.feeds), n, seconds)
-        return threads_window(lambda: model.run(self.feeds), n, seconds)
+        return futures_window(lambda: model.run_async(self.feeds), n, seconds)
 
     def close(self) -> None:
-        for m in {id(m): m for m in self._models.values()}.values():
+        for m in self._models.values():
             m.close()
 
 

@@ -329,7 +329,7 @@ def test_serving_table_has_each_engine_at_each_number_in_flight(capsys):
     machine = {"cpu": "cpu", "cpus": 2, "onnxruntime": "1"}
     results = serving.serve([_tiny_entry()], "native", rounds=1, seconds=0.05, machine=machine)
     (row,) = results["models"]
-    assert row["errors"] == {} and row["aircc_mode"] in ("threads", "contexts")
+    assert row["errors"] == {} and row["aircc_mode"] == "contexts"
     engines = {"aircc", "onnxruntime"} | ({"openvino_f32", "openvino_default"} if results["openvino"] else set())
     assert [r["n"] for r in row["in_flight"]] == [1, 2, 4]
     for r in row["in_flight"]:
@@ -346,39 +346,24 @@ def test_serving_table_has_each_engine_at_each_number_in_flight(capsys):
     assert f"| tiny | 4 | {row['aircc_mode']} |" in table
 
 
-def test_serving_skips_openvino_where_it_is_missing_and_uses_contexts_where_aircc_has_them(
+def test_serving_skips_openvino_where_it_is_missing_and_loads_aircc_for_throughput(
         monkeypatch, capsys):
-    import concurrent.futures as cf
-
     import aircc
 
     serving = _bench_module("serving")
-    load, pool, asked = aircc.load, cf.ThreadPoolExecutor(4), []
+    load, asked = aircc.load, []
 
-    class Contexts:                         # the API in the making: contexts= and run_async
-        def __init__(self, model, n):
-            self.model, self.n = model, n
-
-        def run_async(self, feeds, output_names=None, callback=None) -> cf.Future:
-            return pool.submit(self.model.run, feeds)
-
-        def __getattr__(self, name):        # inputs, run, close
-            return getattr(self.model, name)
-
-    def load_with_contexts(om, device=None, contexts=1):
-        asked.append(contexts)
-        return Contexts(load(om, device=device), contexts)
+    def recording(om, **options):
+        asked.append((options["contexts"], options["hint"]))
+        return load(om, **options)
 
     monkeypatch.setattr(serving, "openvino_version", lambda: None)
-    monkeypatch.setattr(aircc, "load", load_with_contexts)
-    try:
-        results = serving.serve([_tiny_entry()], "native", rounds=1, seconds=0.02, in_flight=(1, 2))
-    finally:
-        pool.shutdown()
+    monkeypatch.setattr(aircc, "load", recording)
+    results = serving.serve([_tiny_entry()], "native", rounds=1, seconds=0.02, in_flight=(1, 2))
     assert "OpenVINO skipped: not installed (pip install openvino)" in capsys.readouterr().out
     assert results["skipped"] == {"openvino": "not installed (pip install openvino)"}
     (row,) = results["models"]
-    assert row["aircc_mode"] == "contexts" and asked == [1, 2]
+    assert row["aircc_mode"] == "contexts" and asked == [(1, "latency"), (2, "throughput")]
     assert set(row["in_flight"][1]["engines"]) == {"aircc", "onnxruntime"}
 
 
