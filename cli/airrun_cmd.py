@@ -33,6 +33,8 @@ class Benchmark:
     runs: int | None
     warmup: int = 3
     json_path: str | None = None
+    requests: int = 1
+    """Requests kept in flight (``--requests``)."""
 
 
 def make_device(device_memory: str | None, device_cpus: str | None) -> VirtualDevice | None:
@@ -164,6 +166,16 @@ def npz_path(output: str) -> str:
               default=None, metavar="N",
               help="Time N runs after the warm-up: latency median, mean, p50/p90/p95/p99, min, "
                    "max, throughput, host time per inference.")
+@click.option("--hint", type=click.Choice(["latency", "throughput"]), default="latency",
+              show_default=True,
+              help="latency: one execution context on every CPU; throughput: a context per "
+                   "group of CPUs, each on its own group.")
+@click.option("--contexts", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Execution contexts: runs the model takes at once (default: 1, or with "
+                   "--hint throughput one per CPU, up to 4).")
+@click.option("--requests", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="With --benchmark: keep N requests in flight (run_async), and report "
+                   "throughput and the latency of each request.")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, metavar="N",
               help="Untimed runs before a benchmark.")
 @click.option("--benchmark-json", "benchmark_json", type=click.Path(dir_okay=False), default=None,
@@ -190,8 +202,9 @@ def npz_path(output: str) -> str:
 @log.levelled
 def main(model, list_devices, device_id, device_list, priority, input_specs, random_seed,
          input_shapes, output, device_memory, device_cpus, quiet, profile_path, profile_summary,
-         show_stats, runtime_cores, pad_to_gear, no_replay, repeat, benchmark, warmup,
-         benchmark_json, log_level, timeout, recovery, threads, fault_detection, **dataset):
+         show_stats, runtime_cores, pad_to_gear, no_replay, repeat, benchmark, hint, contexts,
+         requests, warmup, benchmark_json, log_level, timeout, recovery, threads,
+         fault_detection, **dataset):
     """Run the .om MODEL once on the virtual device and print its outputs."""
     import aircc
 
@@ -222,6 +235,11 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
         if not benchmark:
             raise CommandLineError("--benchmark-json needs --benchmark N (or --iterations N)")
         check_output_path(benchmark_json)
+    if requests > 1 and not benchmark:
+        raise CommandLineError("--requests keeps requests in flight for --benchmark N: give it too")
+    if (hint != "latency" or contexts) and device_list:
+        raise CommandLineError("--hint and --contexts shape one device's contexts; they cannot "
+                               "go with --devices")
     if input_shapes and random_seed is None:
         raise CommandLineError("--input-shape shapes random inputs: give it with --random SEED")
     if (profile_path or profile_summary) and device_list:
@@ -241,12 +259,12 @@ def main(model, list_devices, device_id, device_list, priority, input_specs, ran
         m = aircc.load(model, device=device if device is not None else device_id,
                        devices=parse_device_list(device_list), pad_to_gear=pad_to_gear,
                        replay=not no_replay, timeout=timeout, recovery=policy,
-                       priority=parse_priority(priority),
+                       priority=parse_priority(priority), hint=hint, contexts=contexts,
                        runtime_core_number=int(runtime_cores) if runtime_cores else None)
         load_s = time.perf_counter() - t0
         try:
             run_and_report(m, input_specs, random_seed, output, quiet, show_stats, repeat,
-                           Benchmark(benchmark, warmup, benchmark_json), load_s, profile_path,
+                           Benchmark(benchmark, warmup, benchmark_json, requests), load_s, profile_path,
                            profile_summary, parse_input_shapes(input_shapes))
         finally:
             m.close()
@@ -268,7 +286,7 @@ def run_and_report(m, input_specs: tuple[str, ...], random_seed: int | None, out
     with devices[0].host_thread_on_device_cpus():
         if bench.runs:
             figures = time_runs(m, feeds, bench.runs, bench.warmup,
-                                progress=not quiet and sys.stdout.isatty())
+                                progress=not quiet and sys.stdout.isatty(), in_flight=bench.requests)
             click.echo(format_benchmark(figures))
             if bench.json_path:
                 write_atomically(bench.json_path, lambda f: f.write(

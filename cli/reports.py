@@ -35,33 +35,63 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def time_runs(model, feeds: dict, n: int, warmup: int = 3, progress: bool = False) -> dict:
+def time_runs(model, feeds: dict, n: int, warmup: int = 3, progress: bool = False,
+              in_flight: int = 1) -> dict:
     """Latencies of ``n`` runs after ``warmup`` runs (like trtexec or iree-benchmark-module):
     median, mean, nearest-rank percentiles, min, max, throughput, host time per run.
-    ``progress``: a progress bar on stderr."""
+    ``in_flight``: requests kept in flight through ``run_async`` (like benchmark_app's
+    ``-nireq``), each one's latency from its submission; the throughput is then ``n`` over
+    the wall time.  ``progress``: a progress bar on stderr."""
     for _ in range(warmup):
         model.run(feeds)
     lat, host = [], []
     bar = click.progressbar(range(n), label="benchmark", file=sys.stderr) if progress \
         else contextlib.nullcontext(range(n))
+    start = time.perf_counter()
     with bar as runs:
-        for _ in runs:
-            t = time.perf_counter()
-            model.run(feeds)
-            lat.append(time.perf_counter() - t)
-            host.append(model.last_host_seconds)
+        if in_flight == 1:
+            for _ in runs:
+                t = time.perf_counter()
+                model.run(feeds)
+                lat.append(time.perf_counter() - t)
+                host.append(model.last_host_seconds)
+        else:
+            lat = _in_flight(model, feeds, runs, in_flight)
+            host = [model.last_host_seconds]
+    wall = time.perf_counter() - start
     lat.sort()
-    out = {"runs": n, "warmup": warmup, "median_ms": 1e3 * lat[n // 2], "mean_ms": 1e3 * sum(lat) / n}
+    out = {"runs": n, "warmup": warmup, "requests_in_flight": in_flight,
+           "median_ms": 1e3 * lat[n // 2], "mean_ms": 1e3 * sum(lat) / n}
     for q in PERCENTILES:
         out[f"p{q}_ms"] = 1e3 * lat[max(0, math.ceil(q / 100 * n) - 1)]
-    out.update(min_ms=1e3 * lat[0], max_ms=1e3 * lat[-1], throughput_per_s=n / sum(lat),
-               host_us_median=1e6 * sorted(host)[n // 2])
+    out.update(min_ms=1e3 * lat[0], max_ms=1e3 * lat[-1],
+               throughput_per_s=n / (sum(lat) if in_flight == 1 else wall),
+               host_us_median=1e6 * sorted(host)[len(host) // 2])
     return out
+
+
+def _in_flight(model, feeds: dict, runs, width: int) -> list[float]:
+    """Each request's latency, ``width`` of them kept in flight until ``runs`` are done."""
+    import concurrent.futures as cf
+
+    lat, pending = [], {}
+    for _ in runs:
+        if len(pending) == width:
+            done, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                f.result()                     # a failed request fails the benchmark
+                lat.append(time.perf_counter() - pending.pop(f))
+        pending[model.run_async(feeds)] = time.perf_counter()
+    for f in cf.as_completed(list(pending)):
+        f.result()
+        lat.append(time.perf_counter() - pending[f])
+    return lat
 
 
 def format_benchmark(b: dict) -> str:
     pct = "  ".join(f"p{q} {b[f'p{q}_ms']:.3f} ms" for q in PERCENTILES)
-    return (f"benchmark: {b['runs']} runs after {b['warmup']} warm-up  median {b['median_ms']:.3f} ms  "
+    flight = f" ({b['requests_in_flight']} requests in flight)" if b.get("requests_in_flight", 1) > 1 else ""
+    return (f"benchmark: {b['runs']} runs after {b['warmup']} warm-up{flight}  median {b['median_ms']:.3f} ms  "
             f"mean {b['mean_ms']:.3f} ms  {pct}  min {b['min_ms']:.3f} ms  max {b['max_ms']:.3f} ms  "
             f"{b['throughput_per_s']:.1f} inferences/s  host {b['host_us_median']:.0f} us/inference")
 

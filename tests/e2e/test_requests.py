@@ -235,3 +235,24 @@ def test_the_session_runs_async_as_onnxruntime_does(builds, tmp_path):
         assert by_data[k][1] == ""
     assert by_data["bad"][0] is None and "unknown input names" in by_data["bad"][1]
     assert sess.model.contexts == 2
+
+
+def test_airrun_keeps_requests_in_flight_and_reports_throughput(builds, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from aircc.cli.airrun_cmd import main as airrun
+
+    path, figures = tmp_path / "mlp.om", tmp_path / "bench.json"
+    path.write_bytes(aircc.formats.dump_om(builds["static"]))
+    r = CliRunner().invoke(airrun, [str(path), "--random", "0", "--benchmark", "40", "--hint",
+                                    "throughput", "--requests", "3", "--quiet",
+                                    "--benchmark-json", str(figures)])
+    assert r.exit_code == 0, r.output
+    b = json.loads(figures.read_text())
+    assert b["runs"] == 40 and b["requests_in_flight"] == 3 and b["throughput_per_s"] > 0
+    assert b["min_ms"] <= b["p50_ms"] <= b["p99_ms"] <= b["max_ms"]
+    assert "(3 requests in flight)" in r.output
+    r = CliRunner().invoke(airrun, [str(path), "--random", "0", "--requests", "3"])
+    assert r.exit_code != 0 and "--requests keeps requests in flight for --benchmark N" in r.output
