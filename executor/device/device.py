@@ -90,7 +90,9 @@ class VirtualDevice(ProgramExecution):
         self._lock = threading.Lock()
         self.cube = threading.Lock()
         """The matrix engine: kernels of ops whose engine is ``cube`` hold it while they
-        run (the BLAS pool already spans every core; two at once only thrash)."""
+        run (the BLAS pool already spans every core; two at once only thrash).  Streams
+        pinned to a group of CPUs take turns on that group's own (:meth:`cube_for`)."""
+        self._cubes: dict[frozenset[int], threading.Lock] = {}
         self.closed = False
         self.health = HealthMonitor(self)
         self.epoch = 0
@@ -102,8 +104,19 @@ class VirtualDevice(ProgramExecution):
         self.last_submit_seconds = 0.0
         self.fault_detection: Heartbeat | None = None    # the heartbeat (:mod:`.heartbeat`)
 
+    def cube_for(self, cpus: Collection[int] | None) -> threading.Lock:
+        """The matrix engine of streams on ``cpus`` (None: on every CPU, :attr:`cube`):
+        kernels on disjoint groups of CPUs run their GEMMs side by side, each on a team
+        as large as its group."""
+        if not cpus:
+            return self.cube
+        key = frozenset(cpus)
+        with self._lock:
+            return self._cubes.setdefault(key, threading.Lock())
+
     def engine_call(self, impl: KernelImpl, engine: str, ins, outs, attrs, tiling, ws,
-                    constant=None, prepared=None) -> Callable[[], None]:
+                    constant=None, prepared=None, cube: threading.Lock | None = None
+                    ) -> Callable[[], None]:
         """``impl``'s kernel bound to its operands, on ``engine`` (the op's: ``cube`` kernels
         take turns on the matrix engine).
 
@@ -126,7 +139,7 @@ class VirtualDevice(ProgramExecution):
                 kernel(ins, outs, attrs, tiling, ws)
         gate = self.kernels
         if engine == "cube":
-            cube = self.cube
+            cube = cube or self.cube
 
             def call(_run=None):
                 with cube:

@@ -106,7 +106,8 @@ class DynamicModel:
         eg = plan.exec_graph
         self.ctx = ctx = DeviceContext(
             device, streams=[], events=[], device_weights=weights.views, prepared=weights.prepared,
-            allocator=device.caching_allocator, caches=[TilingCache() for _ in plan.nodes])
+            allocator=device.caching_allocator, caches=[TilingCache() for _ in plan.nodes],
+            cube=device.cube_for(cpus))
         try:
             ctx.streams = [device.create_stream(stream_priority(priority, eg.priorities, i), cpus)
                            for i in range(max(1, eg.streams))]

@@ -106,6 +106,8 @@ class DeviceContext:
     """Per event: the records the host numbered so far."""
     users: dict[str, list] = field(default_factory=dict)
     """The plan's users as this context's streams (bound again when streams are replaced)."""
+    cube: object = None
+    """The matrix engine its kernels take turns on (the device's, or its CPU group's)."""
     launches: int = 0
     """Host submissions of kernels, copies and event tasks (a replay counts none)."""
 

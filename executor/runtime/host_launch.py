@@ -35,7 +35,8 @@ class LaunchStage:
             weights = self.plan.host_values
             constant = [bool(i) and i in weights for i in node.inputs]
         call = self.ctx.device.engine_call(op.impl, op.engine, ins, outs, node.attrs,
-                                         self.tilings[k], ws, constant, self.ctx.prepared)
+                                         self.tilings[k], ws, constant, self.ctx.prepared,
+                                         self.ctx.cube)
         call.outputs = outs               # what an injected ``corrupt`` fault perturbs
         stream = self.ctx.streams[kernel.stream]
         launched = call if self.faults is None else self._with_fault(node.name, call, outs)

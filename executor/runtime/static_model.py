@@ -108,6 +108,8 @@ class StaticModel:
         self.device = device
         self.backend = backend
         self.pad_to_gear = pad_to_gear
+        self.cpus = cpus
+        """The CPUs its streams' workers run on (None: the device's)."""
         self.plan = plan
         self.name = plan.name
         self.inputs, self.outputs = list(plan.inputs), list(plan.outputs)
@@ -146,7 +148,7 @@ class StaticModel:
         binder = TaskBinder(self.plan, self.device, self.backend, self.events, self.prepared,
                             {Region.WEIGHTS: self.weights_base, Region.ARENA: self.arena_base},
                             {Region.WEIGHTS: self.plan.weights_bytes,
-                             Region.ARENA: self.plan.arena_bytes})
+                             Region.ARENA: self.plan.arena_bytes}, self.device.cube_for(self.cpus))
         programs = {}
         for plan in self.plan.plans:
             tiling = plan.tiling.entries

@@ -33,9 +33,11 @@ class TaskBinder:
 
     def __init__(self, plan: StaticModelPlan, device: VirtualDevice, backend: KernelBackend,
                  events: list, prepared: PreparedConstants, bases: dict[Region, int],
-                 sizes: dict[Region, int]):
+                 sizes: dict[Region, int], cube=None):
         self.device, self.backend, self.name = device, backend, plan.name
         self.events, self.prepared = events, prepared
+        self.cube = cube
+        """The matrix engine its kernels take turns on (None: the device's)."""
         self.bases, self.sizes = bases, sizes
         self._weights = sorted({(w.offset, w.name) for p in plan.plans
                                 for w in p.memory_plan.weights if w.name in plan.weights})
@@ -133,7 +135,8 @@ class TaskBinder:
             ws = self.device.memory.data[base:base + task.workspace.size]
         constant = [o is not None and o.region is Region.WEIGHTS for o in task.inputs]
         call = self.device.engine_call(op.impl, op.engine, ins, outs, task.attrs,
-                                       tiling[task.tiling], ws, constant, self.prepared)
+                                       tiling[task.tiling], ws, constant, self.prepared,
+                                       self.cube)
         call.outputs = outs               # what an injected ``corrupt`` fault perturbs
         return call
 

@@ -95,6 +95,10 @@ def test_the_throughput_hint_gives_each_context_its_own_cpus():
         groups = cpu_groups(dev, "throughput", None)
         cpus = set().union(*groups)
         assert sum(len(g) for g in groups) == len(cpus) and len(groups) == min(len(cpus), 4)
+        # GEMMs take turns on one matrix engine per group of CPUs, not one per device
+        cubes = [dev.cube_for(g) for g in groups]
+        assert len({id(c) for c in cubes}) == len(groups) and dev.cube_for(None) is dev.cube
+        assert all(dev.cube_for(set(g)) is c for g, c in zip(groups, cubes))
     finally:
         dev.close()
 
