@@ -106,7 +106,8 @@ def cpu_groups(device: VirtualDevice, hint: str, contexts: int | None) -> list[f
     ``throughput``: the device's CPUs cut into ``contexts`` groups (default one group per
     CPU, at most :data:`MAX_THROUGHPUT_CONTEXTS`), as even as they can be, one context on
     each: requests in flight run side by side, each on fewer threads, none waiting for
-    another's team."""
+    another's team.  More contexts than CPUs get one CPU each, in turn (those on one CPU
+    take turns on its matrix engine)."""
     if hint not in HINTS:
         raise ConfigError(f"hint must be one of {', '.join(HINTS)}, got {hint!r}")
     if contexts is not None and (isinstance(contexts, bool) or not isinstance(contexts, int)
@@ -117,8 +118,8 @@ def cpu_groups(device: VirtualDevice, hint: str, contexts: int | None) -> list[f
         return [None] * (contexts or 1)
     cpus = sorted(device.cpus) if device.cpus else threads.available_cpus()
     n = contexts or min(len(cpus), MAX_THROUGHPUT_CONTEXTS)
-    if n > len(cpus):            # more contexts than CPUs: they share them, none pinned
-        return [None] * n
+    if n > len(cpus):            # more contexts than CPUs: one CPU each, in turn
+        return [frozenset({cpus[k % len(cpus)]}) for k in range(n)]
     size, extra = divmod(len(cpus), n)
     groups, at = [], 0
     for k in range(n):

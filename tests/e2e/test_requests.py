@@ -83,7 +83,7 @@ def test_the_throughput_hint_gives_each_context_its_own_cpus():
         assert cpu_groups(dev, "latency", None) == [None]
         assert cpu_groups(dev, "latency", 3) == [None] * 3
         assert cpu_groups(dev, "throughput", None) == [frozenset({0})]
-        assert cpu_groups(dev, "throughput", 2) == [None, None]     # more contexts than CPUs
+        assert cpu_groups(dev, "throughput", 2) == [frozenset({0})] * 2   # more contexts than CPUs
         with pytest.raises(ConfigError, match="hint must be one of latency, throughput"):
             cpu_groups(dev, "fast", None)
         with pytest.raises(ConfigError, match="contexts must be a whole number"):
