@@ -12,8 +12,8 @@ percentiles of its requests' latencies (submission to completion, every round's)
 aircc's ratio to the best float32 peer (the median over rounds of each round's ratio)
 and aircc's rate at N over its rate at 1.
 
-- aircc: ``aircc.load(om, contexts=N, hint="throughput")`` (N execution contexts over
-  weights held once, each on its own CPUs where there are as many) and
+- aircc: ``aircc.load(om, hint="throughput")`` from 2 requests in flight (an execution
+  context per CPU, each on its own, over weights held once; one context for 1) and
   ``model.run_async``, N futures in flight.
 - onnxruntime: one ``InferenceSession`` (default options), N threads each calling
   ``run`` (sessions are thread-safe; its ``run_async`` runs each request on a thread of
@@ -129,8 +129,9 @@ def futures_window(submit: Callable[[], cf.Future], n: int, seconds: float) -> W
 
 
 class AirccEngine:
-    """aircc serving ``om``: N execution contexts (the throughput hint: each on its own
-    CPUs where there are as many) and ``run_async``, N requests in flight."""
+    """aircc serving ``om`` through ``run_async``, N requests in flight: one context for
+    one request (the latency hint), else the throughput hint's contexts (one per CPU,
+    each on its own)."""
 
     name = "aircc"
     mode = "contexts"
@@ -138,8 +139,8 @@ class AirccEngine:
     def __init__(self, om, feeds: dict, device=None):
         import aircc
 
-        self._load = lambda n: aircc.load(om, device=device, contexts=n,
-                                          hint="throughput" if n > 1 else "latency")
+        self._load = lambda n: aircc.load(om, device=device, hint="throughput" if n > 1
+                                          else "latency")
         self.feeds = feeds
         self._models: dict[int, object] = {1: self._load(1)}
         self.inputs = self._models[1].inputs
@@ -147,6 +148,7 @@ class AirccEngine:
     def _model(self, n: int):
         if n not in self._models:
             self._models[n] = self._load(n)
+            self._models[n].max_in_flight = max(n, self._models[n].max_in_flight)
         return self._models[n]
 
     def window(self, n: int, seconds: float) -> Window:
