@@ -32,6 +32,7 @@ OTHER_DICTS = {
     ("benchmarks/run.py", 'entry["name"]'),
     ("benchmarks/run.py", 'e["name"]'),
     ("benchmarks/serving.py", 'entry["name"]'),
+    ("benchmarks/serving.py", "entry['name']"),
 }
 SPEC_KEY = re.compile(r"""([\w.\]\)]*?\w[\])]?)\[(["'])(name|dtype|shape)\2\]""")
 STRING_KIND = re.compile(
