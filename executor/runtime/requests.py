@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 
-from aircc.errors import ConfigError, ModelClosedError, RunTimeoutError
+from aircc.errors import ModelClosedError, RunTimeoutError
 from aircc.log import get as get_log
 
 from .recovery import RunDeadline
@@ -38,11 +38,9 @@ class Request:
 
 class RequestQueue:
     """The requests of one model (see the module doc); ``run(feeds, output_names, timeout)``
-    is the model's own run."""
+    is the model's own run, ``max_in_flight`` as the model checked it."""
 
     def __init__(self, run: Callable[..., dict], workers: int, max_in_flight: int, name: str):
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ConfigError(f"max_in_flight must be a whole number >= 1, got {max_in_flight!r}")
         self._run, self._name = run, name
         self.max_in_flight = max_in_flight
         self._queue: deque[Request] = deque()

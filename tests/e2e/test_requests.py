@@ -122,13 +122,14 @@ def test_run_async_gives_what_run_gives_and_calls_back_once(builds):
 def test_a_full_queue_holds_the_caller_back_and_close_fails_what_is_queued(builds):
     with aircc.load(builds["static"]) as m:
         m.max_in_flight = 1
-        gate = threading.Event()
-        first = m.run_async({"input": X[:4]}, callback=lambda out, err: gate.wait(5))
+        # the first request keeps its place until its callback returns, 0.3 s after it ran
+        first = m.run_async({"input": X[:4]}, callback=lambda out, err: time.sleep(0.3))
         t0 = time.perf_counter()
-        second = m.run_async({"input": X[:4]})          # waits for the first to finish
-        assert time.perf_counter() - t0 >= 0.0 and first.done()
-        gate.set()
+        second = m.run_async({"input": X[:4]})          # waits for room
+        assert time.perf_counter() - t0 >= 0.25 and first.done()
         second.result(timeout=30)
+        with pytest.raises(ConfigError, match="max_in_flight must be a whole number >= 1"):
+            m.max_in_flight = 0
         m.max_in_flight = 8
         queued = [m.run_async({"input": X[:4]}) for _ in range(8)]
         for f in queued[4:]:
