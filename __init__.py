@@ -25,6 +25,7 @@ if TYPE_CHECKING:                      # names for the annotations only
     from .executor.device.caching_allocator import PoolOptions as _PoolOptions
     from .executor.device.device import VirtualDevice as _VirtualDevice
     from .executor.device.discovery import DeviceInfo
+    from .executor.device.tensor import DeviceTensor  # noqa: F401
     from .executor.runtime.checkpoint import Checkpoint  # noqa: F401
     from .executor.runtime.loaded import LoadedModel
     from .executor.runtime.multi_device import MultiDeviceModel
@@ -209,6 +210,11 @@ def __getattr__(name: str) -> Any:
 
         globals()[name] = Checkpoint
         return Checkpoint
+    if name == "DeviceTensor":         # a value in device memory (docs/runtime.md)
+        from .executor.device.tensor import DeviceTensor
+
+        globals()[name] = DeviceTensor
+        return DeviceTensor
     if name not in _ORT_API:
         raise AttributeError(f"module 'aircc' has no attribute {name!r}")
     from . import session

@@ -322,7 +322,7 @@ class InferenceSession:
         if not isinstance(input_feed, dict):
             raise InputError(f"input_feed must be a dict of input name -> array, got "
                              f"{type(input_feed).__name__}")
-        feeds = {k: v.numpy() if isinstance(v, OrtValue) else v for k, v in input_feed.items()}
+        feeds = {k: v.value if isinstance(v, OrtValue) else v for k, v in input_feed.items()}
         with self._log(run_options):
             outputs = self._model.run(feeds, names)
         return [outputs[n] for n in names]
@@ -338,7 +338,7 @@ class InferenceSession:
         if not isinstance(input_feed, dict):
             raise InputError(f"input_feed must be a dict of input name -> array, got "
                              f"{type(input_feed).__name__}")
-        feeds = {k: v.numpy() if isinstance(v, OrtValue) else v for k, v in input_feed.items()}
+        feeds = {k: v.value if isinstance(v, OrtValue) else v for k, v in input_feed.items()}
 
         def done(outputs: dict | None, error: BaseException | None) -> None:
             if error is None:
@@ -364,7 +364,8 @@ class InferenceSession:
             raise InputError("run_with_iobinding: no output is bound; bind_output() at least one "
                              f"of {[o.name for o in self._outputs]}")
         with self._log(run_options):
-            outputs = self._model.run(iobinding.feeds, names)
+            outputs = self._model.run(iobinding.feeds, names,
+                                      device_outputs=iobinding.device_outputs)
         iobinding.place_outputs(outputs)
 
     # ---------------------------------------------------------------- profiling, end

@@ -30,15 +30,14 @@ import numpy as np
 
 from aircc.errors import AirccError, DeviceError, StreamSyncTimeoutError
 
+from .copy_counters import (DIRECTIONS, ModelCopies, copy_stats,  # noqa: F401
+                            count, count_failed, reset_copy_stats)
 from .events import WAIT_TIMEOUT, DeviceEvent, check_open, note_error, take_errors
 from .pinned import pinned_pool
 from .stream import Stream
 
-#: Directions counted by :func:`copy_stats` (a peer copy counts as ``peer_out`` on its
-#: source device and ``peer_in`` on its destination).
-DIRECTIONS = ("h2d", "d2h", "d2d", "peer_out", "peer_in")
+_halves_lock = threading.Lock()
 
-_lock = threading.Lock()
 
 
 class CopyHandle:
@@ -59,48 +58,6 @@ class CopyHandle:
             raise StreamSyncTimeoutError(f"{self.what} did not finish within {timeout} s")
         if self.error is not None:
             raise self.error
-
-
-# ------------------------------------------------------------------ statistics
-def _counters(device) -> dict:
-    c = device.__dict__.get("copy_counters")
-    if c is None:
-        with _lock:
-            c = device.__dict__.setdefault("copy_counters", _new_counters())
-    return c
-
-
-def _new_counters() -> dict:
-    c = {d: {m: {"calls": 0, "bytes": 0} for m in ("sync", "async")} for d in DIRECTIONS}
-    c.update(failed=0, staged_bytes=0)
-    return c
-
-
-def _count(device, direction: str, mode: str, nbytes: int, staged: int = 0) -> None:
-    c = _counters(device)
-    with _lock:
-        c[direction][mode]["calls"] += 1
-        c[direction][mode]["bytes"] += nbytes
-        c["staged_bytes"] += staged
-
-
-def copy_stats(device) -> dict:
-    """Copies issued to ``device``: per direction (:data:`DIRECTIONS`) and mode (``sync``,
-    ``async``) the calls and bytes; ``failed`` (copies whose task raised),
-    ``staged_bytes`` (through pinned buffers), and the pinned pool's statistics."""
-    c = _counters(device)
-    with _lock:
-        out = {d: {m: dict(v) for m, v in c[d].items()} for d in DIRECTIONS}
-        out.update(failed=c["failed"], staged_bytes=c["staged_bytes"])
-    out["device"] = device.id
-    out["pinned_pool"] = pinned_pool().stats()
-    return out
-
-
-def reset_copy_stats(device) -> None:
-    """Start ``device``'s copy counters again from zero."""
-    with _lock:
-        device.__dict__["copy_counters"] = _new_counters()
 
 
 # ------------------------------------------------------------------ checks
@@ -147,9 +104,7 @@ def _fail(handle: CopyHandle, stream: Stream, device, error: BaseException) -> N
         error = wrapped
     if handle.error is None:
         handle.error = error
-    c = _counters(device)
-    with _lock:
-        c["failed"] += 1
+    count_failed(device)
     note_error(stream, error)
 
 
@@ -197,7 +152,7 @@ def _h2d(device, dst_offset: int, src: np.ndarray, stream: Stream | None, nbytes
     mem = device.memory.data
     if stream is None:
         mem[dst_offset:dst_offset + n] = flat
-        _count(device, "h2d", "sync", n)
+        count(device, "h2d", "sync", n)
         return None
     _check_stream(device, stream, what)
     handle = CopyHandle(what, n)
@@ -205,7 +160,7 @@ def _h2d(device, dst_offset: int, src: np.ndarray, stream: Stream | None, nbytes
     if staged:
         host, (flat, then) = flat, _staging(n)
         flat[:] = host
-    _count(device, "h2d", "async" if staged else "sync", n, n if staged else 0)
+    count(device, "h2d", "async" if staged else "sync", n, n if staged else 0)
 
     def body():
         device.check_usable()
@@ -241,11 +196,11 @@ def _d2h(device, src_offset: int, dst: np.ndarray, stream: Stream | None, nbytes
     mem = device.memory.data
     if stream is None:
         flat[:] = mem[src_offset:src_offset + n]
-        _count(device, "d2h", "sync", n)
+        count(device, "d2h", "sync", n)
         return None
     _check_stream(device, stream, what)
     handle = CopyHandle(what, n)
-    _count(device, "d2h", "async" if staged else "sync", n, n if staged else 0)
+    count(device, "d2h", "async" if staged else "sync", n, n if staged else 0)
     staging, then = _staging(n) if staged else (flat, None)
 
     def body():
@@ -289,7 +244,7 @@ def _d2d(device, dst_offset: int, src_offset: int, nbytes: int, stream: Stream |
         mem[dst_offset:dst_offset + nbytes] = mem[src_offset:src_offset + nbytes]
     if stream is not None:
         _check_stream(device, stream, what)
-    _count(device, "d2d", mode, nbytes)
+    count(device, "d2d", mode, nbytes)
     if stream is None:
         body()
         return None
@@ -345,8 +300,8 @@ def _peer(src_device, src_offset, dst_device, dst_offset, nbytes, src_stream, ds
     handle = CopyHandle(what, nbytes)
     staging, give_back = _staging(nbytes)
     src_mem, dst_mem = src_device.memory.data, dst_device.memory.data
-    _count(src_device, "peer_out", mode, nbytes, nbytes)
-    _count(dst_device, "peer_in", mode, nbytes)
+    count(src_device, "peer_out", mode, nbytes, nbytes)
+    count(dst_device, "peer_in", mode, nbytes)
 
     def to_pinned():
         src_device.check_usable()
@@ -366,7 +321,7 @@ def _peer(src_device, src_offset, dst_device, dst_offset, nbytes, src_stream, ds
     halves = [2]                 # the buffer goes back once both halves have run
 
     def half_done():
-        with _lock:
+        with _halves_lock:
             halves[0] -= 1
             last = halves[0] == 0
         if last:
@@ -400,6 +355,6 @@ def copy_peer(src_device, src_offset: int, dst_device, dst_offset: int, nbytes: 
     _peer_checks(src_device, src_offset, dst_device, dst_offset, nbytes, None, None)
     dst_device.memory.data[dst_offset:dst_offset + nbytes] = \
         src_device.memory.data[src_offset:src_offset + nbytes]
-    _count(src_device, "peer_out", "sync", nbytes)
-    _count(dst_device, "peer_in", "sync", nbytes)
+    count(src_device, "peer_out", "sync", nbytes)
+    count(dst_device, "peer_in", "sync", nbytes)
 

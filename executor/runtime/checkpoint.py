@@ -18,88 +18,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from aircc.errors import CheckpointError
+from aircc.executor.device.tensor import DeviceTensor
 
 from .checkpoint_format import (CHUNK, Source, host_chunks, read_index, read_tensor,
                                 storable_dtype, write_checkpoint)
 
 if TYPE_CHECKING:
     from aircc.executor.device.device import VirtualDevice
-
-
-@dataclass(frozen=True)
-class DeviceTensor:
-    """A tensor in a device's memory: ``dtype`` and ``shape`` at byte ``offset``."""
-
-    device: VirtualDevice
-    offset: int
-    dtype: np.dtype
-    shape: tuple[int, ...]
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    @classmethod
-    def allocate(cls, device: VirtualDevice, dtype: Any, shape: tuple[int, ...],
-                 what: str = "a checkpoint tensor") -> DeviceTensor:
-        """A new allocation of ``device`` (DeviceOutOfMemoryError when it does not fit);
-        give it back with :meth:`free`."""
-        dt, shape = np.dtype(dtype), tuple(int(d) for d in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        return cls(device, device.memory.malloc(max(nbytes, 1), what), dt, shape)
-
-    @classmethod
-    def of_view(cls, device: VirtualDevice, view: np.ndarray) -> DeviceTensor:
-        """The device tensor a numpy view of ``device``'s memory shows (a loaded model's
-        weights, ``device.memory.view(...)``); CheckpointError when it is not one."""
-        data = device.memory.data
-        offset = view.ctypes.data - data.ctypes.data if isinstance(view, np.ndarray) else -1
-        if offset < 0 or offset + view.nbytes > data.nbytes or not view.flags.c_contiguous:
-            raise CheckpointError(f"the array is not a contiguous view of device "
-                                  f"{device.id}'s memory; add a host array without device=")
-        return cls(device, int(offset), view.dtype, tuple(view.shape))
-
-    def view(self) -> np.ndarray:
-        """The tensor's bytes in device memory, as numpy (no copy)."""
-        return self.device.memory.view(self.offset, self.dtype, self.shape)
-
-    def numpy(self) -> np.ndarray:
-        """A host copy of the tensor (DeviceLostError when its device lost its memory)."""
-        from aircc.executor.device.copies import copy_d2h
-
-        out = np.empty(self.shape, self.dtype)
-        copy_d2h(self.device, self.offset, out)
-        return out
-
-    def write(self, array: np.ndarray) -> None:
-        """Copy ``array`` (of this dtype and shape) into the tensor."""
-        from aircc.executor.device.copies import copy_h2d
-
-        if array.dtype != self.dtype or array.shape != self.shape:
-            raise CheckpointError(f"cannot write a {array.dtype} array of shape "
-                                  f"{list(array.shape)} into a device tensor of {self.dtype}, "
-                                  f"shape {list(self.shape)}")
-        copy_h2d(self.device, self.offset, np.ascontiguousarray(array))
-
-    def free(self) -> None:
-        """Give an allocation made by :meth:`allocate` (or a restore) back."""
-        self.device.memory.free(self.offset)
-
-    def chunks(self) -> Iterator[memoryview]:
-        """Its bytes in order, copied off the device :data:`CHUNK` at a time."""
-        from aircc.executor.device.copies import copy_d2h
-
-        buf = np.empty(min(CHUNK, self.nbytes), np.uint8)
-        for start in range(0, self.nbytes, CHUNK):
-            n = min(CHUNK, self.nbytes - start)
-            copy_d2h(self.device, self.offset + start, buf[:n])
-            yield memoryview(buf[:n])
 
 
 Tensor = Union[np.ndarray, DeviceTensor]
@@ -182,7 +112,8 @@ class Checkpoint:
         for name, t in self._tensors.items():
             if isinstance(t, DeviceTensor):
                 t.device.check_usable()       # a lost device's memory is not saved
-            chunks = t.chunks if isinstance(t, DeviceTensor) else host_chunks(t)
+            chunks = (lambda t=t: t.chunks(CHUNK)) if isinstance(t, DeviceTensor) \
+                else host_chunks(t)
             sources.append((name, np.dtype(t.dtype), tuple(int(d) for d in t.shape), chunks))
         return write_checkpoint(path, sources, self.meta)
 

@@ -26,9 +26,11 @@ from aircc import faults
 from aircc.config import settings
 from aircc.errors import ConfigError, DeviceOutOfMemoryError, InputError, StreamSyncTimeoutError
 from aircc.executor.device.caching_allocator import CachingAllocator
+from aircc.executor.device.copy_counters import ModelCopies
 from aircc.executor.device.device import CANCEL_GRACE, VirtualDevice
 from aircc.executor.device.prepared import PreparedConstants
 from aircc.executor.device.run import Run
+from aircc.executor.device.tensor import DeviceTensor
 from aircc.formats import OmFile
 from aircc.formats.model_section import IOSpec
 from aircc.ops import TensorType
@@ -107,7 +109,7 @@ class DynamicModel:
         self.ctx = ctx = DeviceContext(
             device, streams=[], events=[], device_weights=weights.views, prepared=weights.prepared,
             allocator=device.caching_allocator, caches=[TilingCache() for _ in plan.nodes],
-            cube=device.cube_for(cpus))
+            cube=device.cube_for(cpus), copies=ModelCopies(device))
         try:
             ctx.streams = [device.create_stream(stream_priority(priority, eg.priorities, i), cpus)
                            for i in range(max(1, eg.streams))]
@@ -152,17 +154,23 @@ class DynamicModel:
 
     # ------------------------------------------------------------ run
     def run(self, feeds: dict, output_names: list[str] | None = None,
-            timeout: float | None = None, run_index: int = 0) -> dict[str, np.ndarray]:
+            timeout: float | None = None, run_index: int = 0,
+            device_outputs: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
         """Run one inference; ``timeout``: seconds before it is cancelled; ``run_index``:
-        which run of the model this is (for injected faults)."""
+        which run of the model this is (for injected faults); ``device_outputs``: outputs
+        to leave on the device, as :class:`~aircc.executor.device.tensor.DeviceTensor`
+        (a feed may be one too)."""
         t0 = time.thread_time()
-        ordered = check_feeds(self.inputs, feeds, self.device.memory.capacity)
+        ordered = check_feeds(self.inputs, feeds, self.device.memory.capacity, self.device)
+        fed = frozenset(b for b, i in enumerate(self.inputs)
+                        if isinstance(feeds[i.name], DeviceTensor))
         bind_symbols(self.inputs, ordered)
         plain = all(type(a) is np.ndarray for a in ordered)    # no sequence, no optional
         key = tuple((a.shape, a.dtype.str) for a in ordered) if plain else None
         planned = faults.for_run(self.name, run_index, self.device.id)
         if key in self.replays:
-            return select_outputs(self._run_replay(key, ordered, t0, timeout, planned), output_names)
+            return select_outputs(self._run_replay(key, ordered, t0, timeout, planned, fed,
+                                                   device_outputs), output_names)
         self.generation += 1
         ctx = self.ctx
         for e, ev in enumerate(ctx.events):      # replays advanced the events on the device
@@ -172,6 +180,7 @@ class DynamicModel:
         state = RunState(self.plan, ctx, self.generation, private, capture)
         state.set_timeout(timeout)
         state.faults = planned
+        state.fed_on_device, state.device_outputs = fed, device_outputs
         for spec, arr in zip(self.inputs, ordered):
             state.host[spec.name] = arr
             state.types[spec.name] = TensorType.of(arr) if type(arr) is np.ndarray \
@@ -254,15 +263,32 @@ class DynamicModel:
         return released + self.ctx.allocator.release_cached()
 
     def _run_replay(self, key: tuple, ordered: list[np.ndarray], t0: float,
-                    timeout: float | None, planned: dict | None) -> dict[str, np.ndarray]:
+                    timeout: float | None, planned: dict | None, fed: frozenset[int],
+                    device_outputs: frozenset[str]) -> dict[str, np.ndarray]:
         """One submission of a recorded run; host time counts from ``t0`` (the feed checks)."""
         rep = self.replays.take(key)
         results = [None] * len(rep.outputs)     # the device's copies fill the others
         for binding, value in rep.host_results:
             results[binding] = value.copy()
+        on_device = {}
+        for b, (name, t) in enumerate(rep.outputs):
+            if name in device_outputs and results[b] is None:   # the replay's copy fills it
+                on_device[b] = DeviceTensor.allocate(self.device, t.dtype, t.shape,
+                                                     f"output '{name}' of model '{self.name}'")
+                results[b] = on_device[b].view()
         t1, t2 = self.slot.execute(rep.program, ordered, results, timeout, planned, self.profiler,
                                    "dynamic replay", self._recover_abandoned)
-        out = {name: r for (name, _), r in zip(rep.outputs, results)}
+        copies = self.ctx.copies
+        for direction, binding, nbytes in rep.copies:
+            on = binding in fed if direction == "h2d" else binding in on_device
+            copies.add("d2d" if binding is not None and on else direction, nbytes)
+        out = {}
+        for b, ((name, _), r) in enumerate(zip(rep.outputs, results)):
+            if b in on_device:
+                r = on_device[b]
+            elif name in device_outputs:            # a host value, copied to the device
+                r = DeviceTensor.from_numpy(r, self.device)
+            out[name] = r
         self.last_host_seconds = (t1 - t0) + (time.thread_time() - t2)
         self.counters.add_replay(self.last_host_seconds)
         return out
@@ -335,6 +361,7 @@ class DynamicModel:
         """Destroy the streams and free the model's memory and cached blocks; a stream still
         inside a task keeps all of it in quarantine until the task returns."""
         ctx = self.ctx
+        ctx.copies.close()
         pools = self.replays.forget()
         busy = [s for s in ctx.streams if not s.close(timeout=CANCEL_GRACE)]
         for s in ctx.streams:

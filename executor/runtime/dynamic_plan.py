@@ -110,6 +110,8 @@ class DeviceContext:
     """The matrix engine its kernels take turns on (the device's, or its CPU group's)."""
     launches: int = 0
     """Host submissions of kernels, copies and event tasks (a replay counts none)."""
+    copies: object = None
+    """The :class:`~aircc.executor.device.copies.ModelCopies` of its runs."""
 
     def bind_users(self, plan: DynamicPlan) -> None:
         self.users = {v: [self.streams[s] for s in ss] for v, ss in plan.users.items()}

@@ -35,7 +35,9 @@ class Engine(Protocol):
     """Host CPU time of the last run: preparing, submitting, collecting (not the wait)."""
 
     def run(self, feeds: dict, output_names: list[str] | None = None,
-            timeout: float | None = None, run_index: int = 0) -> dict[str, np.ndarray]: ...
+            timeout: float | None = None, run_index: int = 0,
+            device_outputs: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
+        """``device_outputs``: outputs returned as device tensors, filled on the device."""
 
     def cancel(self, error: BaseException, wait: bool = True) -> None:
         """Stop the run in flight (from another thread) with ``error``."""

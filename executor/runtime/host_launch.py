@@ -12,6 +12,7 @@ import numpy as np
 from aircc.errors import AirccError, KernelError
 from aircc.faults import FaultKind, pick
 from aircc.executor.device.stream import Signal
+from aircc.executor.device.tensor import DeviceTensor
 from aircc.formats.exec_graph import HostKernel
 
 from .host_values import host_result
@@ -97,8 +98,9 @@ class LaunchStage:
         dst = self.views[node.outputs[0]]
         self._submit(kernel.stream, lambda: self.cancelled or np.copyto(dst, src),
                      {"kind": "memcpy_h2d", "bytes": int(dst.nbytes)})
+        binding = node.attrs.get("binding")
+        self.count_copy("h2d", binding, int(dst.nbytes))
         if self.capture is not None:
-            binding = node.attrs.get("binding")
             copy = ((lambda run: np.copyto(dst, run.feeds[binding])) if binding is not None
                     else (lambda run: np.copyto(dst, src)))      # a host value: fixed per shape
             self.capture.append((kernel.stream, copy, {"kind": "memcpy_h2d"}))
@@ -113,16 +115,39 @@ class LaunchStage:
             self.results[out_name] = host_result(self.value(name))
             if self.capture is not None:   # made on the host from shapes alone: fixed per shape
                 self.host_results.append((binding, self.results[out_name]))
+            if out_name in self.device_outputs:      # a host value, copied to the device
+                self.results[out_name] = DeviceTensor.from_numpy(self.results[out_name],
+                                                                 self.ctx.device)
             return
-        result = np.empty(t.shape, t.dtype)
         src = self.views[name]
-        self.results[out_name] = result
+        if out_name in self.device_outputs:          # a copy within the device
+            tensor = DeviceTensor.allocate(self.ctx.device, t.dtype, t.shape,
+                                           f"output '{out_name}' of model '{self.plan.name}'")
+            result = tensor.view()
+            self.results[out_name] = tensor
+        else:
+            result = self.results[out_name] = np.empty(t.shape, t.dtype)
         self._submit(kernel.stream, lambda: self.cancelled or np.copyto(result, src),
                      {"kind": "memcpy_d2h", "bytes": int(result.nbytes)})
+        self.count_copy("d2h", binding, int(result.nbytes))
         if self.capture is not None:
             def d2h(run):
-                run.results[binding] = src.copy()
+                into = run.results[binding]
+                if into is None:
+                    run.results[binding] = src.copy()
+                else:              # the device tensor the replay was given for it
+                    np.copyto(into, src)
             self.capture.append((kernel.stream, d2h, {"kind": "memcpy_d2h"}))
+
+    def count_copy(self, direction: str, binding: int | None, nbytes: int) -> None:
+        """Count an input or output copy (a device tensor fed or filled: within the
+        device), and keep it for the replays of this run."""
+        on_device = binding is not None and (
+            binding in self.fed_on_device if direction == "h2d"
+            else self.plan.exec_graph.outputs[binding] in self.device_outputs)
+        self.ctx.copies.add("d2d" if on_device else direction, nbytes)
+        if self.capture is not None:
+            self.copy_plan.append((direction, binding, nbytes))
 
     def event_record(self, kernel: HostKernel, position: int | None = None) -> None:
         e = kernel.event

@@ -63,6 +63,12 @@ class RunState(LaunchStage):
         self.tilings: dict[int, dict] = {}
         self.workspaces: dict[int, object] = {}
         self.results: dict[str, np.ndarray] = {}
+        self.fed_on_device: frozenset[int] = frozenset()
+        """Inputs (by position) fed as device tensors: their copies stay on the device."""
+        self.device_outputs: frozenset[str] = frozenset()
+        """Outputs to leave on the device, as device tensors."""
+        self.copy_plan: list[tuple[str, int | None, int]] = []
+        """(direction, binding, bytes) of each input and output copy, for replays."""
         self.error: BaseException | None = None
         self.cancelled = False
         self.interrupted = False

@@ -26,7 +26,7 @@ import itertools
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from aircc.config import settings
 from aircc.errors import (ConfigError, DeviceLostError, DeviceOutOfMemoryError, KernelError,
@@ -40,8 +40,9 @@ from aircc.log import get as get_log
 
 from .contexts import ClosedEngine, ContextPool
 from .engine import Engine, RunStats, combined
+from .feeds import RunCall, device_output_names
 from .profiling import Profiler
-from .recovery import RecoveryPolicy, RunDeadline, default_policy
+from .recovery import RecoveryPolicy, RunDeadline, default_policy, seconds
 from .requests import Callback, RequestQueue
 
 #: Seconds ``close()`` waits for a run in flight before it cancels it.
@@ -88,7 +89,7 @@ class LoadedModel:
 
     @timeout.setter
     def timeout(self, value: float | None) -> None:
-        self._timeout = settings().run_timeout if value is None else _seconds(value)
+        self._timeout = settings().run_timeout if value is None else seconds(value)
 
     def _load(self, make: Callable[..., Engine], device: VirtualDevice, context: int) -> Engine:
         """``make(device, context)``; on out of memory, the policy may release cached blocks
@@ -172,13 +173,16 @@ class LoadedModel:
 
     # ------------------------------------------------------------ run
     def run(self, feeds: dict, output_names: list[str] | None = None,
-            timeout: float | None = None) -> dict:
+            timeout: float | None = None, *,
+            device_outputs: bool | Sequence[str] = False) -> dict:
         """One inference: ``{input name: array}`` -> ``{output name: array}``, in a free
         execution context (waiting for one while every context runs).  ``timeout``:
         seconds before the run is cancelled (default: the model's, else
-        ``$AIRCC_RUN_TIMEOUT``)."""
-        deadline = RunDeadline.starting_now(self._timeout if timeout is None
-                                            else _seconds(timeout))
+        ``$AIRCC_RUN_TIMEOUT``).  A feed may be a device tensor (read on the device);
+        ``device_outputs`` (True, or names) returns those outputs as device tensors."""
+        deadline = RunDeadline.for_call(timeout, self._timeout)
+        call = RunCall(feeds, output_names,
+                       device_output_names(self.outputs, device_outputs, output_names))
         if self._contexts.closing:
             raise self._closed_error()
         k = self._contexts.take(deadline, self.name)
@@ -192,11 +196,11 @@ class LoadedModel:
             device = engine.device
             if device.usable and engine.epoch == device.epoch:
                 try:
-                    return self._attempt(k, engine, feeds, output_names, deadline, run_index)
+                    return self._attempt(k, engine, call, deadline, run_index)
                 except (DeviceLostError, DeviceOutOfMemoryError, RunTimeoutError,
                         KernelError) as e:
-                    return self._recover(k, e, feeds, output_names, deadline, run_index)
-            return self._recover(k, None, feeds, output_names, deadline, run_index)
+                    return self._recover(k, e, call, deadline, run_index)
+            return self._recover(k, None, call, deadline, run_index)
         finally:
             self._give(k)
 
@@ -215,15 +219,16 @@ class LoadedModel:
             self._requests.max_in_flight = value
 
     def run_async(self, feeds: dict, output_names: list[str] | None = None,
-                  callback: Callback | None = None, timeout: float | None = None) -> Future:
+                  callback: Callback | None = None, timeout: float | None = None, *,
+                  device_outputs: bool | Sequence[str] = False) -> Future:
         """Queue one inference and return at once: a :class:`concurrent.futures.Future` of
         its outputs (:mod:`.requests`).  The request runs in the next free context, in what
         is left of its deadline (``timeout``, else the model's, counted from this call);
         with :attr:`max_in_flight` requests queued or running, this call waits for room
         first.  ``callback(outputs, error)`` is called when it is done; ``future.cancel()``
-        drops a request still queued."""
-        deadline = RunDeadline.starting_now(self._timeout if timeout is None
-                                            else _seconds(timeout))
+        drops a request still queued.  ``device_outputs`` as for :meth:`run`."""
+        deadline = RunDeadline.for_call(timeout, self._timeout)
+        on_device = device_output_names(self.outputs, device_outputs, output_names)
         requests = self._requests
         if requests is None:
             with self._contexts.lock:
@@ -233,13 +238,13 @@ class LoadedModel:
                 requests = self._requests
         if self._contexts.closing:
             requests.close()
-        return requests.submit(feeds, output_names, deadline, callback)
+        return requests.submit(feeds, output_names, deadline, callback, on_device)
 
     def _give(self, k: int) -> None:
         if self._contexts.give(k):          # close() gave up waiting: the last one out
             self._release()
 
-    def _attempt(self, k: int, engine: Engine, feeds: dict, output_names, deadline: RunDeadline,
+    def _attempt(self, k: int, engine: Engine, call: RunCall, deadline: RunDeadline,
                  run_index: int, after: BaseException | None = None) -> dict:
         """One run of the engine in what is left of the run's deadline (``after``: the
         failure the policy handled last)."""
@@ -249,7 +254,8 @@ class LoadedModel:
             raise RunTimeoutError(f"model '{self.name}': the run passed its deadline of "
                                   f"{deadline.budget:g} s before the model could run it{why}")
         try:
-            outputs = engine.run(feeds, output_names, left, run_index)
+            outputs = engine.run(call.feeds, call.output_names, left, run_index,
+                                 call.device_outputs)
         except RunTimeoutError as e:
             raise deadline.restate(e, left) from None
         device = engine.device
@@ -263,7 +269,7 @@ class LoadedModel:
         self._last = engine
         return outputs
 
-    def _recover(self, k: int, error: BaseException | None, feeds: dict, output_names,
+    def _recover(self, k: int, error: BaseException | None, call: RunCall,
                  deadline: RunDeadline, run_index: int) -> dict:
         """After ``error`` (or with the device not ready: None), what the recovery policy
         says, then the run again, as long as the policy allows and the deadline leaves
@@ -280,7 +286,7 @@ class LoadedModel:
                     device.check_usable()          # a lost device: DeviceLostError
                 if engine.epoch != device.epoch:
                     engine.restore()               # the device lost what was written
-                return self._attempt(k, engine, feeds, output_names, deadline, run_index, last)
+                return self._attempt(k, engine, call, deadline, run_index, last)
             except DeviceLostError as e:
                 if tries["lost"] or policy.device_lost == "fail":
                     raise
@@ -409,9 +415,3 @@ class LoadedModel:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _seconds(value) -> float:
-    """A deadline in seconds (ConfigError unless it is a number > 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ConfigError(f"timeout must be a number of seconds > 0, got {value!r}")
-    return float(value)

@@ -101,6 +101,11 @@ class RunDeadline:
     def starting_now(budget: float) -> "RunDeadline":
         return RunDeadline(budget, time.monotonic() + budget)
 
+    @staticmethod
+    def for_call(timeout, default: float) -> "RunDeadline":
+        """The deadline of a call given ``timeout`` (None: ``default``), from now."""
+        return RunDeadline.starting_now(default if timeout is None else seconds(timeout))
+
     def left(self) -> float:
         """Seconds left (<= 0: passed)."""
         return self.end - time.monotonic()
@@ -127,3 +132,10 @@ def default_policy() -> RecoveryPolicy:
     """The process's default: ``$AIRCC_RECOVERY``, else :class:`RecoveryPolicy`'s defaults."""
     text = settings().recovery
     return RecoveryPolicy.parse(text) if text else RecoveryPolicy()
+
+
+def seconds(value) -> float:
+    """A deadline in seconds (ConfigError unless it is a number > 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ConfigError(f"timeout must be a number of seconds > 0, got {value!r}")
+    return float(value)

@@ -27,6 +27,8 @@ class Replay:
     """Owns the memory the recorded launches use (reused only within one stream)."""
     host_results: list
     outputs: list
+    copies: list
+    """(direction, binding, bytes) of each input and output copy, counted per replay."""
 
 
 #: Input shapes whose launches are kept for replay (least recently used dropped first).
@@ -49,7 +51,7 @@ def record(state: RunState, plan: DynamicPlan, ctx: DeviceContext,
     program = DeviceProgram(ctx.streams, ctx.events, lists, plan.name)
     allocator.mark_recorded()       # its blocks are the program's: only we release them
     outs = [(o, state.types[o]) for o in plan.exec_graph.outputs]
-    return Replay(program, allocator, state.host_results, outs)
+    return Replay(program, allocator, state.host_results, outs, state.copy_plan)
 
 
 class ReplayCache:

@@ -29,10 +29,12 @@ Callback = Callable[[dict | None, BaseException | None], None]
 class Request:
     """One queued run: its feeds, the outputs asked for, its deadline and its future."""
 
-    __slots__ = ("feeds", "output_names", "deadline", "future")
+    __slots__ = ("feeds", "output_names", "deadline", "future", "device_outputs")
 
-    def __init__(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline):
+    def __init__(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline,
+                 device_outputs: frozenset[str] = frozenset()):
         self.feeds, self.output_names, self.deadline = feeds, output_names, deadline
+        self.device_outputs = device_outputs
         self.future: Future = Future()
 
 
@@ -58,9 +60,9 @@ class RequestQueue:
         return self._in_flight
 
     def submit(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline,
-               callback: Callback | None) -> Future:
+               callback: Callback | None, device_outputs: frozenset[str] = frozenset()) -> Future:
         """Queue a run, waiting for room by ``deadline``; its future."""
-        request = Request(feeds, output_names, deadline)
+        request = Request(feeds, output_names, deadline, device_outputs)
         if callback is not None:
             request.future.add_done_callback(lambda f: _call_back(callback, f))
         with self._cond:
@@ -105,7 +107,8 @@ class RequestQueue:
             if left <= 0:
                 raise RunTimeoutError(f"model '{self._name}': the request passed its deadline "
                                       f"of {request.deadline.budget:g} s waiting in the queue")
-            outputs = self._run(request.feeds, request.output_names, left)
+            outputs = self._run(request.feeds, request.output_names, left,
+                                device_outputs=request.device_outputs)
         except BaseException as e:                  # the run's own error, for the caller
             future.set_exception(e)
         else:

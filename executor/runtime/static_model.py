@@ -26,10 +26,12 @@ import numpy as np
 
 from aircc import faults
 from aircc.errors import AirccError, InputError, ModelFormatError
+from aircc.executor.device.copy_counters import ModelCopies
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.run import DeviceProgram, Run
 from aircc.formats import ModelContract, OmFile, StaticPlan
-from aircc.formats.kinds import Region
+from aircc.executor.device.tensor import DeviceTensor
+from aircc.formats.kinds import Region, TaskKind
 from aircc.formats.model_section import IOSpec
 from aircc.ops import KernelBackend, Target
 
@@ -121,6 +123,9 @@ class StaticModel:
         self.programs: dict = {}
         self.arena_base: int | None = None
         self.slot = ProgramSlot(device)
+        self.copies = ModelCopies(device)
+        """The copies its runs make (inputs in, outputs out), for the device's counters."""
+        self.plan_copies = {p.batch: program_copies(p) for p in plan.plans}
         self._recover_lock = threading.Lock()
         try:
             self.arena_base = self._malloc(plan.arena_bytes,
@@ -161,6 +166,10 @@ class StaticModel:
         self.programs = programs
         self.program = self.programs[self.plan.plans[-1].batch][1]
         self._fast = self._fast_path()
+        if self._fast is not None:
+            h2d, d2h = self.plan_copies[None]
+            self.copies.per_plain_run = {"h2d": (len(h2d), sum(n for _, n in h2d)),
+                                         "d2h": (len(d2h), sum(n for _, n in d2h))}
 
     @property
     def gears(self) -> list[int]:
@@ -187,37 +196,58 @@ class StaticModel:
                 [o.name for o in plan.outputs])
 
     def run(self, feeds: dict, output_names: list[str] | None = None,
-            timeout: float | None = None, run_index: int = 0) -> dict[str, np.ndarray]:
+            timeout: float | None = None, run_index: int = 0,
+            device_outputs: frozenset[str] = frozenset()) -> dict[str, np.ndarray]:
         """Run one inference: ``{input name: array}`` -> ``{output name: array}``.
 
         ``timeout``: seconds before the run is cancelled (RunTimeoutError naming where
-        it was); ``run_index``: which run of the model this is (for injected faults)."""
+        it was); ``run_index``: which run of the model this is (for injected faults);
+        ``device_outputs``: outputs to leave on the device, as
+        :class:`~aircc.executor.device.tensor.DeviceTensor` (a feed may be one too)."""
         t0 = thread_time()
         plan_faults = faults.for_run(self.name, run_index, self.device.id)
         fast = self._fast
-        if fast is not None and output_names is None:
+        if fast is not None and output_names is None and not device_outputs:
             ordered = exact_feeds(fast[1], feeds)
             if ordered is not None:   # the common case, kept short: host time is what it costs
                 results = [None] * len(fast[2])     # the device's copies fill them
                 t1, t2 = self._execute(fast[0], ordered, results, timeout, plan_faults)
+                self.copies.plain_runs += 1
                 out = dict(zip(fast[2], results))
                 self.last_host_seconds = t1 - t0 + thread_time() - t2
                 return out
         if not self.programs:
             self._rebind()           # after a stuck run: a new arena, the tasks bound to it
         plan, program, real_batch, feeds = self._pick(feeds)
-        ordered = check_feeds(plan.inputs, feeds)
+        ordered = check_feeds(plan.inputs, feeds, device=self.device)
         results = [None] * len(plan.outputs)
+        on_device = {}
+        for b, o in enumerate(plan.outputs):     # the program's copies fill these on the device
+            if o.name in device_outputs:
+                on_device[b] = DeviceTensor.allocate(self.device, o.dtype, o.shape,
+                                                     f"output '{o.name}' of model '{self.name}'")
+                results[b] = on_device[b].view()
         t1, t2 = self._execute(program, ordered, results, timeout, plan_faults)
+        fed = {b for b, i in enumerate(plan.inputs) if isinstance(feeds[i.name], DeviceTensor)}
+        self._count_copies(plan, fed, on_device)
         out = {}
-        for o, r in zip(self.outputs, results):
+        for b, (o, r) in enumerate(zip(self.outputs, results)):
+            r = on_device.get(b, r)
             if real_batch is not None and o.shape and o.shape[0] == "batch":
-                r = r[:real_batch]
+                r = r.rows(real_batch) if b in on_device else r[:real_batch]
             out[o.name] = r
         selected = select_outputs(out, output_names)
         # host time: preparing, submitting and collecting; not the wait for the device
         self.last_host_seconds = t1 - t0 + thread_time() - t2
         return selected
+
+    def _count_copies(self, plan, fed: set[int], on_device: dict) -> None:
+        """Count a run's copies: a device tensor fed or filled is a copy within the device."""
+        h2d, d2h = self.plan_copies[plan.batch]
+        for b, n in h2d:
+            self.copies.add("d2d" if b in fed else "h2d", n)
+        for b, n in d2h:
+            self.copies.add("d2d" if b in on_device else "d2h", n)
 
     def _execute(self, program: DeviceProgram, ordered: list, results: list,
                  timeout: float | None, plan_faults: dict | None) -> tuple[float, float]:
@@ -285,7 +315,9 @@ class StaticModel:
         first = self.plan.batch_inputs[0]
         if first not in feeds:
             check_feeds(self.inputs, feeds)   # names the missing input
-        batch = int(np.shape(feeds[first])[0]) if np.ndim(feeds[first]) else -1
+        shape = feeds[first].shape if isinstance(feeds[first], DeviceTensor) \
+            else np.shape(feeds[first])
+        batch = int(shape[0]) if len(shape) else -1
         if batch in self.programs:
             plan, program = self.programs[batch]
             return plan, program, None, feeds
@@ -296,7 +328,8 @@ class StaticModel:
         gear = bigger[0]
         check_feeds(self.inputs, feeds, self.device.memory.capacity)   # before padding copies
         for name in self.plan.batch_inputs:
-            x = np.asarray(feeds[name])
+            x = feeds[name]
+            x = x.numpy() if isinstance(x, DeviceTensor) else np.asarray(x)   # padded on the host
             if x.ndim and x.shape[0] != batch:
                 raise InputError(f"input '{name}' has batch {x.shape[0]}, input '{first}' has {batch}")
             pad = np.zeros((gear - batch, *x.shape[1:]), dtype=x.dtype)
@@ -325,6 +358,7 @@ class StaticModel:
     def close(self) -> None:
         """Destroy the streams and free the model's memory; a stream still inside a task
         keeps all of it in quarantine until the task returns."""
+        self.copies.close()
         busy = [s for s in self.streams if s.busy()]
         for s in self.streams:
             if s not in busy:
@@ -335,3 +369,10 @@ class StaticModel:
             self.device.quarantine(busy, self._release, nbytes)
         else:
             self._release()
+
+
+def program_copies(plan: StaticPlan) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(binding, bytes) of each input copy and each output copy of a plan's program."""
+    tasks = [t for lst in plan.tasks.lists for t in lst]
+    return ([(t.binding, t.operand.nbytes) for t in tasks if t.kind is TaskKind.MEMCPY_H2D],
+            [(t.binding, t.operand.nbytes) for t in tasks if t.kind is TaskKind.MEMCPY_D2H])

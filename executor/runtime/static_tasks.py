@@ -147,8 +147,12 @@ class TaskBinder:
     def _bind_d2h(self, task: CopyTask, tiling: list[dict], labels: dict):
         src, b = self._view(task.operand), task.binding
 
-        def d2h(run):          # the copy makes the host's result array
-            run.results[b] = src.copy()
+        def d2h(run):          # the copy makes the host's result array ...
+            into = run.results[b]
+            if into is None:
+                run.results[b] = src.copy()
+            else:              # ... or fills the device tensor the run was given for it
+                np.copyto(into, src)
         return d2h
 
     def _bind_record(self, task: EventTask, tiling: list[dict], labels: dict):
