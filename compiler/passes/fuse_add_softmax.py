@@ -7,7 +7,10 @@ input: softmax(a + b) = softmax(a + (b - c)) for any c, and with c = max(a) +
 max(b) every exponential is at most 1.  The sum is never written on its own,
 and the shift costs no pass of its own.  Either operand may broadcast; the
 result has the Add's shape, as before.  Run before ``fuse-epilogues``, which
-would otherwise put the Add into the MatMul before it (a pass of its own).
+would otherwise put the Add into the MatMul before it (a pass of its own) -- except
+for a bias: a constant added to a MatMul's or Gemm's product (a classifier's last layer
+before its Softmax) is left to ``fuse-epilogues``, whose addend the product's kernel
+adds as it writes (no pass either), so the Softmax reads one operand.
 """
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ def _rewire(graph: Graph, add: Node, sm: Node) -> list[str] | None:
     """Softmax(a, b): both operands of the Add, in its order."""
     if sm.version < 13 or sm.inputs != [add.outputs[0]]:
         return None
+    made_by = graph.producers()
+    for this, other in (add.inputs, add.inputs[::-1]):
+        if other in graph.constants and this in made_by and made_by[this].op in ("MatMul", "Gemm"):
+            return None                 # a bias: the product's epilogue adds it
     ta, tb = (graph.types.get(i) for i in add.inputs)
     if ta is None or tb is None or ta.dtype != tb.dtype or ta.dtype not in FLOAT_TYPES:
         return None

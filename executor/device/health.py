@@ -94,7 +94,8 @@ class HealthMonitor:
     def __init__(self, device: object):
         self._device = device
         self.health = DeviceState.HEALTHY
-        self.in_flight = 0
+        self._runs: list[None] = []
+        """One entry per run in flight (append and pop are atomic: no lock on the hot path)."""
         self._lock = threading.Lock()
         self._callbacks: dict[int, StateCallback] = {}
         self._next_id = 0
@@ -105,13 +106,16 @@ class HealthMonitor:
             return DeviceState.RUNNING
         return self.health
 
+    @property
+    def in_flight(self) -> int:
+        """Runs started and not finished."""
+        return len(self._runs)
+
     def started(self) -> None:
-        with self._lock:
-            self.in_flight += 1
+        self._runs.append(None)
 
     def finished(self) -> None:
-        with self._lock:
-            self.in_flight -= 1
+        self._runs.pop()
 
     def on_change(self, callback: StateCallback) -> Callable[[], None]:
         """Call ``callback`` on every change of health; returns a function that removes it."""

@@ -51,6 +51,8 @@ class ContextPool:
         """A free context, waiting for one by ``deadline`` (RunTimeoutError past it); None
         once the model is closing."""
         with self._cond:
+            if self._free and not self.closing:
+                return self._free.pop()
             if not self._cond.wait_for(lambda: self._free or self.closing,
                                        timeout=max(0.0, deadline.left())):
                 n = len(self._engines)

@@ -9,7 +9,7 @@ engines run device programs through a :class:`ProgramSlot`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from time import perf_counter, thread_time
+from time import perf_counter
 from typing import Callable, Protocol
 
 import numpy as np
@@ -32,7 +32,8 @@ class Engine(Protocol):
     """The device's epoch when the weights were last written (behind it: write them again)."""
     profiler: Profiler | None
     last_host_seconds: float
-    """Host CPU time of the last run: preparing, submitting, collecting (not the wait)."""
+    """Host time of the last run (the calling thread's clock): preparing, submitting,
+    collecting, not the wait for the device."""
 
     def run(self, feeds: dict, output_names: list[str] | None = None,
             timeout: float | None = None, run_index: int = 0,
@@ -162,7 +163,7 @@ class ProgramSlot:
                 timeout: float | None, faults_plan: dict | None, profiler: Profiler | None,
                 what: str, abandoned: Callable[[Run], None]) -> tuple[float, float]:
         """Run ``program`` (``what`` names it in the profile; ``abandoned(run)`` recovers
-        from walks stuck in a kernel); the host CPU times after the submission and at the
+        from walks stuck in a kernel); the host clock's times after the submission and at the
         end, around the wait."""
         device = self.device
         prof = program.profile = profiler
@@ -170,7 +171,7 @@ class ProgramSlot:
             start = perf_counter()
         run = device.submit(program, feeds, results, faults_plan)
         self.current = (program, run, run.execution)
-        t1 = thread_time()
+        t1 = perf_counter()
         if prof is not None:
             prof.host_span(SUBMIT_SPANS.get(what, "submit"), "host", start, perf_counter())
         try:
@@ -184,7 +185,7 @@ class ProgramSlot:
                 abandoned(run)
             if prof is not None:
                 prof.run_span(start, perf_counter(), what)
-        return t1, thread_time()
+        return t1, perf_counter()
 
     def cancel(self, error: BaseException, wait: bool = True) -> None:
         """Fail the program in flight with ``error``; with ``wait``, walks still inside a

@@ -45,6 +45,8 @@ from .profiling import Profiler
 from .recovery import RecoveryPolicy, RunDeadline, default_policy, seconds
 from .requests import Callback, RequestQueue
 
+NONE: frozenset[str] = frozenset()
+
 #: Seconds ``close()`` waits for a run in flight before it cancels it.
 CLOSE_TIMEOUT = 5.0
 
@@ -156,7 +158,7 @@ class LoadedModel:
 
     @property
     def last_host_seconds(self) -> float:
-        """Host CPU time of the last run: preparing, submitting, collecting (not the wait)."""
+        """Host time of the last run: preparing, submitting, collecting (not the wait)."""
         return (self._last or self._contexts[0]).last_host_seconds
 
     def release_cached(self) -> int:
@@ -181,8 +183,8 @@ class LoadedModel:
         ``$AIRCC_RUN_TIMEOUT``).  A feed may be a device tensor (read on the device);
         ``device_outputs`` (True, or names) returns those outputs as device tensors."""
         deadline = RunDeadline.for_call(timeout, self._timeout)
-        call = RunCall(feeds, output_names,
-                       device_output_names(self.outputs, device_outputs, output_names))
+        call = RunCall(feeds, output_names, device_output_names(
+            self.outputs, device_outputs, output_names) if device_outputs else NONE)
         if self._contexts.closing:
             raise self._closed_error()
         k = self._contexts.take(deadline, self.name)

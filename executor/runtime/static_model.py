@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from time import thread_time
+from time import perf_counter
 from types import MappingProxyType
 from typing import Mapping
 
@@ -204,7 +204,7 @@ class StaticModel:
         it was); ``run_index``: which run of the model this is (for injected faults);
         ``device_outputs``: outputs to leave on the device, as
         :class:`~aircc.executor.device.tensor.DeviceTensor` (a feed may be one too)."""
-        t0 = thread_time()
+        t0 = perf_counter()
         plan_faults = faults.for_run(self.name, run_index, self.device.id)
         fast = self._fast
         if fast is not None and output_names is None and not device_outputs:
@@ -214,7 +214,7 @@ class StaticModel:
                 t1, t2 = self._execute(fast[0], ordered, results, timeout, plan_faults)
                 self.copies.plain_runs += 1
                 out = dict(zip(fast[2], results))
-                self.last_host_seconds = t1 - t0 + thread_time() - t2
+                self.last_host_seconds = t1 - t0 + perf_counter() - t2
                 return out
         if not self.programs:
             self._rebind()           # after a stuck run: a new arena, the tasks bound to it
@@ -238,7 +238,7 @@ class StaticModel:
             out[o.name] = r
         selected = select_outputs(out, output_names)
         # host time: preparing, submitting and collecting; not the wait for the device
-        self.last_host_seconds = t1 - t0 + thread_time() - t2
+        self.last_host_seconds = t1 - t0 + perf_counter() - t2
         return selected
 
     def _count_copies(self, plan, fed: set[int], on_device: dict) -> None:

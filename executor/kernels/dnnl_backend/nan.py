@@ -35,6 +35,9 @@ PLAIN_RELU = (Eltwise("relu"),)
 #: A product whose entries are bounded by less than this has neither overflowed nor met an
 #: infinity (a margin of 30 below float32's largest for the rounding on the way).
 FINITE_BOUND = 1e37
+#: Outputs of a product up to which the NaN-keeping epilogue always runs (no guard): an
+#: ``elu`` over 4096 floats costs about as much as the guard's norm (1-2 us).
+ALWAYS_KEEP_NAN = 4096
 
 
 def relu_ops(keep_nan: bool) -> tuple[Eltwise, ...]:
@@ -79,16 +82,19 @@ def guarded(bound, plan, pd, ins, outs, attrs, ws, constant, prepared, magnitude
     """A product's ``bound(pd, ...)`` (a conv's or matmul's binding; ``plan(types, attrs,
     keep_nan=True)`` makes its NaN-keeping twin), guarded where its epilogue takes NaN or
     an infinity wrong (a fused Relu, an :func:`~.common.unfaithful` activation):
-    :func:`relu_guard` with ``magnitude`` (a bound of its output's entries)."""
-    run = bound(pd, ins, outs, attrs, ws, constant, prepared)
+    :func:`relu_guard` with ``magnitude`` (a bound of its output's entries).  A product of
+    at most :data:`ALWAYS_KEEP_NAN` outputs runs the twin alone: its epilogue costs less
+    than the guard's norms."""
     if not attrs.get("fused_relu") and not unfaithful(attrs):
-        return run
+        return bound(pd, ins, outs, attrs, ws, constant, prepared)
 
-    def make_slow():
+    def make_slow(into=None):          # packed weights in ``into`` (None: a host copy)
         types = [None if a is None else TensorType.of(a) for a in ins]
-        return bound(plan(types, attrs, keep_nan=True), ins, outs, attrs, ws, constant, None,
+        return bound(plan(types, attrs, keep_nan=True), ins, outs, attrs, ws, constant, into,
                      keep_nan=True)
-    return relu_guard(run, make_slow, magnitude)
+    if outs[0].size <= ALWAYS_KEEP_NAN:
+        return make_slow(prepared)
+    return relu_guard(bound(pd, ins, outs, attrs, ws, constant, prepared), make_slow, magnitude)
 
 
 def relu_after(attrs: dict, y: np.ndarray):

@@ -178,6 +178,31 @@ def test_fuse_add_softmax_fuses_opset_13_softmax_only():
     same_numbers(ADD_SOFTMAX_BEFORE, ADD_SOFTMAX_AFTER)
 
 
+BIAS_SOFTMAX_BEFORE = """
+    graph @main(%x: float32[2,4], %m: float32[2]) -> (%y, %z) {
+      const %w: float32[4,2] = dense[1.0,-1.0,2.0,0.5,-0.5,1.0,0.25,-2.0]
+      const %b: float32[2] = dense[0.5,-0.25]
+      %p: float32[2,2] = MatMul(%x, %w) {name="fc", v=13}
+      %a: float32[2,2] = Add(%p, %b) {name="bias", v=14}
+      %y: float32[2,2] = Softmax(%a) {name="softmax", v=13, axis=-1}
+      %q: float32[2,2] = MatMul(%x, %w) {name="scores", v=13}
+      %c: float32[2,2] = Add(%q, %m) {name="mask", v=14}
+      %z: float32[2,2] = Softmax(%c) {name="probs", v=13, axis=-1}
+    }
+"""
+
+
+def test_fuse_add_softmax_leaves_a_products_bias_to_its_epilogue():
+    """A constant added to a MatMul's product is the product's bias (fuse-epilogues adds
+    it as it writes); a runtime mask is the Softmax's."""
+    after, ctx = run_pass("fuse-add-softmax", BIAS_SOFTMAX_BEFORE)
+    assert 'Add(%p, %b) {name="bias"' in after and 'Add(%q, %m)' not in after
+    assert ctx.stats == {"fused_add_softmax": 1}
+    same_numbers(BIAS_SOFTMAX_BEFORE, after)
+    epilogues, _ = run_pass("fuse-epilogues", after)
+    assert 'MatMul(%x, %w, %b) {name="fc", v=13, fused_add=1}' in epilogues
+
+
 # ----------------------------------------------------------------------- fuse-gelu
 GELU_BEFORE = """
     graph @main(%x: float32[2,3]) -> (%y) {
