@@ -372,7 +372,8 @@ def main(argv=None) -> int:
                          "aircc, onnxruntime and OpenVINO (where installed)")
     ap.add_argument("--serving-only", action="store_true",
                     help="serve only (--serving's models, or its default): no latency rows, "
-                         "contended run or compile scaling")
+                         "contended run or compile scaling; the results file in --out keeps "
+                         "its other sections and takes the new serving table")
     ap.add_argument("--serving-seconds", type=float, default=None,
                     help="each serving block's window (default 1, 0.5 with --quick)")
     ap.add_argument("--serving-rounds", type=int, default=None, help="default 5, 3 with --quick")
@@ -439,7 +440,11 @@ def main(argv=None) -> int:
         ray_throughput.main(["--json", path])
         with open(path) as f:
             results["ray"] = json.load(f)
-    with open(os.path.join(args.out, "results.json"), "w") as f:
+    path = os.path.join(args.out, "results.json")
+    if args.serving_only and os.path.exists(path):    # the serving table alone: keep the rest
+        with open(path) as f:
+            results = {**json.load(f), "serving": results["serving"]}
+    with open(path, "w") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(markdown(results))

@@ -13,11 +13,13 @@ request and end when the model closes.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 
 from aircc.errors import ModelClosedError, RunTimeoutError
+from aircc.executor.device.doorbell import Bell, host_spin_ns, worker_spin_ns
 from aircc.log import get as get_log
 
 from .recovery import RunDeadline
@@ -26,16 +28,48 @@ from .recovery import RunDeadline
 Callback = Callable[[dict | None, BaseException | None], None]
 
 
+class RequestFuture(Future):
+    """A request's future, whose ``result()`` and ``exception()`` spin a while before they
+    sleep, when the model's recent requests were short: waking a thread that slept costs
+    5-40 us on a virtual machine, longer than a small model's run
+    (:func:`~aircc.executor.device.doorbell.host_spin_ns`, the policy of the host waiting
+    for a run)."""
+
+    def __init__(self, queue: "RequestQueue"):
+        super().__init__()
+        self._queue = queue
+
+    def _spin(self) -> None:
+        if self.done():
+            return
+        bell, spin = self._queue.finished, host_spin_ns(self._queue.expected)
+        end = time.perf_counter_ns() + spin
+        while spin > 0:
+            seen = bell.count
+            if self.done():
+                return
+            bell.ring_wait(None, seen, spin, spin)     # a request ended, or the spin did
+            spin = end - time.perf_counter_ns()
+
+    def result(self, timeout: float | None = None):
+        self._spin()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None):
+        self._spin()
+        return super().exception(timeout)
+
+
 class Request:
     """One queued run: its feeds, the outputs asked for, its deadline and its future."""
 
     __slots__ = ("feeds", "output_names", "deadline", "future", "device_outputs")
 
     def __init__(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline,
-                 device_outputs: frozenset[str] = frozenset()):
+                 future: Future, device_outputs: frozenset[str] = frozenset()):
         self.feeds, self.output_names, self.deadline = feeds, output_names, deadline
         self.device_outputs = device_outputs
-        self.future: Future = Future()
+        self.future = future
 
 
 class RequestQueue:
@@ -48,6 +82,14 @@ class RequestQueue:
         self._queue: deque[Request] = deque()
         self._in_flight = 0
         self._cond = threading.Condition()
+        self.finished = Bell()
+        """Rung as each request ends (its future's waiters spin on it)."""
+        self.expected: float | None = None
+        """How long a request runs (seconds, a moving average; None before the first)."""
+        self._bell = Bell()
+        """Rung for every request queued and at close: idle workers wait on it, spinning
+        a while first (:func:`~aircc.executor.device.doorbell.worker_spin_ns`), so that a
+        request queued as the last one ends finds its worker awake."""
         self._closed = False
         self._threads = [threading.Thread(target=self._work, name=f"aircc-{name}-request-{k}",
                                           daemon=True) for k in range(workers)]
@@ -62,7 +104,7 @@ class RequestQueue:
     def submit(self, feeds: dict, output_names: list[str] | None, deadline: RunDeadline,
                callback: Callback | None, device_outputs: frozenset[str] = frozenset()) -> Future:
         """Queue a run, waiting for room by ``deadline``; its future."""
-        request = Request(feeds, output_names, deadline, device_outputs)
+        request = Request(feeds, output_names, deadline, RequestFuture(self), device_outputs)
         if callback is not None:
             request.future.add_done_callback(lambda f: _call_back(callback, f))
         with self._cond:
@@ -79,16 +121,20 @@ class RequestQueue:
             else:
                 self._in_flight += 1
                 self._queue.append(request)
-                self._cond.notify_all()
+        self._bell.ring()
         return request.future
 
     def _work(self) -> None:
+        bell = self._bell
         while True:
+            seen = bell.count
             with self._cond:
-                self._cond.wait_for(lambda: self._queue or self._closed)
-                if not self._queue:
+                request = self._queue.popleft() if self._queue else None
+                if request is None and self._closed:
                     return                          # closed, nothing left
-                request = self._queue.popleft()
+            if request is None:                     # until a submit (or close) rings
+                bell.ring_wait(None, seen, worker_spin_ns(), -1)
+                continue
             try:
                 self._serve(request)
             finally:
@@ -101,6 +147,7 @@ class RequestQueue:
         if not future.set_running_or_notify_cancel():
             return                                  # cancelled while it waited
         left = request.deadline.left()
+        start = time.perf_counter()
         try:
             if self._closed:
                 raise ModelClosedError(f"model '{self._name}' is closed; load it again to run it")
@@ -112,7 +159,10 @@ class RequestQueue:
         except BaseException as e:                  # the run's own error, for the caller
             future.set_exception(e)
         else:
+            took = time.perf_counter() - start
+            self.expected = took if self.expected is None else 0.75 * self.expected + 0.25 * took
             future.set_result(outputs)
+        self.finished.ring()
 
     def close(self) -> None:
         """Fail every queued request with ModelClosedError and end the workers once the
@@ -123,6 +173,7 @@ class RequestQueue:
             self._queue.clear()
             self._in_flight -= len(pending)
             self._cond.notify_all()
+        self._bell.ring()                           # idle workers: the queue is closed
         error = ModelClosedError(f"model '{self._name}' was closed before the request ran; "
                                  f"load it again to run it")
         for request in pending:
