@@ -41,7 +41,8 @@ def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
             min_branch_bytes: int | None = None, split_matrix_branches: bool = False,
             target: str | None = None, channels_last: bool | None = None,
             stream_priorities: dict[int, int] | None = None,
-            winograd: str | None = None) -> CompiledModel:
+            winograd: str | None = None,
+            precision_mode: str = "must_keep_origin_dtype") -> CompiledModel:
     """Compile an ONNX model (path, bytes or ModelProto); write ``output`` if given.
 
     ``target`` names the compile target (``native``, ``cpu-avx2``, ``cpu-avx512``; default
@@ -49,7 +50,9 @@ def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
     (None: as the target's kernel backend wants); ``stream_priorities``: ``{stream index:
     priority}`` in [-7, 7] (higher is served first when streams share the device's compute
     units); ``winograd``: the oneDNN backend's Winograd mode, ``auto``, ``off``, ``2`` or ``4``
-    (default ``$AIRCC_WINOGRAD``, else ``auto``).  Returns the
+    (default ``$AIRCC_WINOGRAD``, else ``auto``); ``precision_mode``: the types the model
+    computes in, ``must_keep_origin_dtype`` (its own) or ``force_fp32`` (float16 and
+    bfloat16 computed in float32, inputs and outputs as declared).  Returns the
     :class:`~aircc.compiler.driver.CompiledModel` (its ``om``, optimised ``graph`` and
     compile ``report``).
     """
@@ -63,6 +66,7 @@ def compile(source: str | os.PathLike | bytes | onnx.ModelProto,
                                                     split_matrix_branches=split_matrix_branches,
                                                     target=target, channels_last=channels_last,
                                                     stream_priorities=dict(stream_priorities or {}),
+                                                    precision_mode=precision_mode,
                                                     **({"winograd": winograd} if winograd else {})))
     if output is not None:
         compiled.save(output)

@@ -115,6 +115,13 @@ def main():
 @click.option("--winograd", type=click.Choice(["auto", "off", "2", "4"]), default=None,
               help="The oneDNN backend's Winograd convolutions: auto (where they pay), off, or "
                    "tile 2 or 4 wherever a conv qualifies (default: $AIRCC_WINOGRAD, else auto).")
+@click.option("--precision_mode", "--precision-mode", "precision_mode",
+              type=click.Choice(["must_keep_origin_dtype", "force_fp32"]),
+              default="must_keep_origin_dtype", show_default=True,
+              help="The types the model computes in, as the offline compiler names them: "
+                   "must_keep_origin_dtype (the graph's own) or force_fp32 (float16 and "
+                   "bfloat16 computed in float32; the inputs and outputs keep their types). "
+                   "Recorded in the .om.")
 @click.option("--stream-priority", "stream_priorities", multiple=True, metavar="STREAM=P",
               help="Give stream STREAM (an index, as the compile report counts them) priority "
                    "P in -7..7 (repeatable; higher is served first on shared compute units).")
@@ -127,8 +134,8 @@ def main():
                    "mismatch (the .om is still written).")
 @log.levelled
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
-            json_path, dynamic_batch, emit, target, layout, winograd, stream_priorities, log_level,
-            quiet, then_verify):
+            json_path, dynamic_batch, emit, target, layout, winograd, precision_mode,
+            stream_priorities, log_level, quiet, then_verify):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -153,6 +160,7 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                              split_matrix_branches=split_matrix_branches, target=target,
                              channels_last={"auto": None, "nhwc": True, "nchw": False}[layout],
                              stream_priorities=parse_stream_priorities(stream_priorities),
+                             precision_mode=precision_mode,
                              **({"winograd": winograd} if winograd else {}))
     if emit == "om":
         if not output:

@@ -43,6 +43,9 @@ class CompileReport:
     events: int
     fallback_nodes: list[FallbackNode]
     """Nodes (bodies included) run by the fallback kernel."""
+    precision_mode: str
+    ops_per_precision: dict[str, int]
+    """Kernels (bodies included) by the floating-point type they write (others: not counted)."""
     memory: MemoryFacts | None
     """The memory plan (static mode and gears)."""
     host: HostFacts | None
@@ -60,6 +63,7 @@ class CompileReport:
             "kernels": self.kernels, **self.stats, "streams": self.streams, "events": self.events,
             "fallback_nodes": [{"node": n.node, "op": n.op, **({"domain": n.domain} if n.domain else {})}
                                for n in self.fallback_nodes],
+            "precision_mode": self.precision_mode, "ops_per_precision": self.ops_per_precision,
             **(asdict(self.memory) if self.memory else {}), **(asdict(self.host) if self.host else {}),
             **({"gears": self.gears} if self.gears is not None else {}),
             "seconds": self.seconds, "total_seconds": self.total_seconds,
@@ -94,9 +98,30 @@ def compile_report(c: Compilation, t0: float) -> CompileReport:
         mode=c.mode, target=ctx.target.name, imported_nodes=facts.imported_nodes,
         kernels=facts.kernels, stats={stat: ctx.stats.get(stat, 0) for stat in declared_stats()},
         streams=c.graph.meta.get("streams", 1), events=c.graph.meta.get("events", 0),
-        fallback_nodes=fallback_nodes(c.graph), memory=facts.memory, host=facts.host,
+        fallback_nodes=fallback_nodes(c.graph), precision_mode=ctx.options.precision_mode,
+        ops_per_precision=ops_per_precision(c.graph), memory=facts.memory, host=facts.host,
         gears=facts.gears, seconds={k: round(v, 4) for k, v in ctx.seconds.items()},
         total_seconds=round(time.perf_counter() - t0, 4))
+
+
+#: The floating-point types :func:`ops_per_precision` counts.
+FLOAT_TYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def ops_per_precision(graph: Graph) -> dict[str, int]:
+    """Kernels (bodies included) by the floating-point type of their first output."""
+    counts: dict[str, int] = {}
+
+    def count(region: Graph) -> None:
+        for n in region.nodes:
+            t = region.types.get(n.outputs[0]) if n.outputs else None
+            if t is not None and t.dtype in FLOAT_TYPES and not has_trait(
+                    n.op, Trait.DEVICE_TASK, n.domain):
+                counts[t.dtype] = counts.get(t.dtype, 0) + 1
+            for r in n.regions:
+                count(r)
+    count(graph)
+    return dict(sorted(counts.items()))
 
 
 def fallback_nodes(graph: Graph) -> list[FallbackNode]:
@@ -129,6 +154,7 @@ def finish(c: Compilation, t0: float, inputs: list[IOSpec], outputs: list[IOSpec
         opsets={k or "ai.onnx": v for k, v in c.graph.opsets.items()},
         inputs=inputs, outputs=outputs,
         target=TargetRecord(target.name, target.backend, target.vector_class),
+        precision_mode=c.ctx.options.precision_mode,
         source_producer=c.graph.meta.get("producer", ""), compile_report=report.to_payload(),
         onnx=onnx_record(c.graph.meta.get("onnx"), inputs, outputs))
     payloads = {"model": model.to_payload(),

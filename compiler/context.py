@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 from aircc.config import WINOGRAD_MODES, settings
 from aircc.errors import CompileOptionError
+from aircc.formats.kinds import PrecisionMode
 from aircc.ops import KernelBackend, Target, kernel_backend, resolve_target
 from aircc.ops.types import Dim
 
@@ -54,6 +55,28 @@ class CompileOptions:
     """The oneDNN backend's Winograd convolutions: ``auto`` (where its shape rule says they
     pay), ``off``, ``2`` or ``4`` (that tile wherever a conv qualifies); by default
     ``$AIRCC_WINOGRAD``, else ``auto``."""
+    precision_mode: str = PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value
+    """The types the model computes in (``--precision_mode``, :class:`~aircc.formats.kinds.
+    PrecisionMode`): ``must_keep_origin_dtype`` (the graph's own) or ``force_fp32``."""
+
+    def __post_init__(self) -> None:
+        check_precision_mode(self.precision_mode)
+
+
+#: The offline compiler's precision modes that need kernels aircc does not have yet.
+PLANNED_PRECISION_MODES = ("allow_mix_precision_bf16", "force_bf16", "allow_mix_precision_fp16",
+                           "force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
+
+
+def check_precision_mode(mode: str) -> None:
+    """CompileOptionError naming the modes for one aircc cannot compile."""
+    modes = ", ".join(m.value for m in PrecisionMode)
+    if mode in PLANNED_PRECISION_MODES:
+        raise CompileOptionError(f"--precision_mode {mode} is not available in this version of "
+                                 f"aircc (its reduced-precision kernels are not there yet); the "
+                                 f"modes it has: {modes}")
+    if mode not in {m.value for m in PrecisionMode}:
+        raise CompileOptionError(f"--precision_mode must be one of {modes}, got {mode!r}")
 
 
 class CompileContext:

@@ -99,3 +99,14 @@ for _kind in (TaskKind, HostKernelKind, HostStage, Region, Placement, Impl):
 def values_of(kind: type[enum.Enum]) -> list[str]:
     """The string values of an enum, for messages."""
     return [m.value for m in kind]
+
+
+class PrecisionMode(str, enum.Enum):
+    """The types a model computes in (``aircc compile --precision_mode``; the offline
+    compiler's names), recorded in the model section."""
+
+    MUST_KEEP_ORIGIN_DTYPE = "must_keep_origin_dtype"
+    """The graph's types unchanged (the default)."""
+    FORCE_FP32 = "force_fp32"
+    """Every float16 and bfloat16 tensor computed in float32; the model's inputs and
+    outputs keep their declared types (cast at the boundary)."""

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .checks import Checker, describe, is_int, join
+from .kinds import PrecisionMode
 from .schema import (Int, JsonMap, ListOf, MapOf, Nested, Optional, Record, Scalar, Str,
                      SymbolicShape, wire)
 
@@ -145,6 +146,9 @@ class ModelSection(Record):
     inputs: list[IOSpec] = wire(ListOf(Nested(IOSpec)))
     outputs: list[IOSpec] = wire(ListOf(Nested(IOSpec)))
     target: TargetRecord = wire(Nested(TargetRecord))
+    precision_mode: str = wire(Str(tuple(m.value for m in PrecisionMode)),
+                               PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value)
+    """The types the model computes in (``--precision_mode``); older files: the default."""
     source_producer: str = wire(Str(), "", shown=False)
     compile_report: dict = wire(JsonMap(), {})
     """Free-form: what the compiler did (shown by ``aircc inspect``, read by nothing)."""

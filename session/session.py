@@ -50,7 +50,7 @@ ORT_PROVIDERS = (
     "ROCMExecutionProvider", "CPUExecutionProvider")
 #: Options of ``AirccVirtualDeviceProvider`` (values may be strings, as onnxruntime's are).
 PROVIDER_OPTIONS = ("device_id", "target", "mode", "winograd", "runtime_core_number", "timeout",
-                    "priority", "pad_to_gear", "replay", "contexts", "hint")
+                    "priority", "pad_to_gear", "replay", "contexts", "hint", "precision_mode")
 #: onnxruntime's ``ModelMetadata.version`` of a model that sets none.
 NO_VERSION = 2**63 - 1
 
@@ -225,7 +225,8 @@ class InferenceSession:
                 shapes[v.name] = [d.dim_value if d.HasField("dim_value") else
                                   overrides.get(d.dim_param, d.dim_param or f"{v.name}_{j}")
                                   for j, d in enumerate(dims)]
-        given = {k: self._provider_options[k] for k in ("winograd",) if k in self._provider_options}
+        given = {k: self._provider_options[k] for k in ("winograd", "precision_mode")
+                 if k in self._provider_options}
         return CompileOptions(passes=passes, input_shapes=shapes,
                               target=self._provider_options.get("target"),
                               mode=self._provider_options.get("mode", "auto"), **given)

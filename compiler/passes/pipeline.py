@@ -16,13 +16,13 @@ from ..ir.graph import Graph
 from ..ir.verifier import verify
 from . import (eliminate_dead_code, fold_batchnorm, fold_constants, fuse_add_layernorm,  # noqa: F401
                fuse_add_softmax, fuse_attention, fuse_channel_shuffle, fuse_elementwise, fuse_epilogues, fuse_gelu,
-               fuse_matmul_transpose, fuse_softmax_matmul, infer_shapes, mask_fill_to_add, pack_weights,
+               fuse_matmul_transpose, fuse_softmax_matmul, infer_shapes, mask_fill_to_add, pack_weights, precision_mode,
                plan_layouts, pull_matmul_scales, push_bn_scale, push_matmul_scale, remove_identity,
                reorder_pool_conv, resolve_shape_values, sink_expand)
 from . import lower_contrib  # noqa: F401
 from .base import PASSES, PassInfo
 
-DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "lower-contrib", "fold-constants", "remove-identity", "dce",
+DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "precision-mode", "lower-contrib", "fold-constants", "remove-identity", "dce",
                     "infer-shapes", "resolve-shape-values", "fold-constants", "fold-batchnorm",
                     "pull-matmul-scales", "mask-fill-to-add", "fuse-add-softmax", "fuse-gelu", "fuse-epilogues", "push-matmul-scale",
                     "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "sink-expand", "push-bn-scale",
