@@ -66,6 +66,20 @@ def parse_stream_priorities(specs: tuple[str, ...]) -> dict[int, int]:
     return out
 
 
+def read_mixlist(path: str | None) -> dict:
+    """The ``--modify_mixlist`` file's JSON object ({} without one); CommandLineError for a
+    file that cannot be read or is not JSON (the compile checks what it says)."""
+    if path is None:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise CommandLineError(f"--modify_mixlist: cannot read '{path}': {e.strerror or e}") from None
+    except ValueError as e:
+        raise CommandLineError(f"--modify_mixlist: '{path}' is not JSON: {e}") from None
+
+
 @click.group(cls=OneLineErrorGroup, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="aircc")
 def main():
@@ -116,12 +130,18 @@ def main():
               help="The oneDNN backend's Winograd convolutions: auto (where they pay), off, or "
                    "tile 2 or 4 wherever a conv qualifies (default: $AIRCC_WINOGRAD, else auto).")
 @click.option("--precision_mode", "--precision-mode", "precision_mode",
-              type=click.Choice(["must_keep_origin_dtype", "force_fp32"]),
+              type=click.Choice(["must_keep_origin_dtype", "force_fp32", "allow_mix_precision_bf16",
+                                 "force_bf16"]),
               default="must_keep_origin_dtype", show_default=True,
               help="The types the model computes in, as the offline compiler names them: "
-                   "must_keep_origin_dtype (the graph's own) or force_fp32 (float16 and "
-                   "bfloat16 computed in float32; the inputs and outputs keep their types). "
-                   "Recorded in the .om.")
+                   "must_keep_origin_dtype (the graph's own), force_fp32 (float16 and "
+                   "bfloat16 computed in float32; the inputs and outputs keep their types), "
+                   "allow_mix_precision_bf16 (convolutions in bfloat16 as the mixlist allows) "
+                   "or force_bf16. Recorded in the .om.")
+@click.option("--modify_mixlist", "--modify-mixlist", "modify_mixlist", default=None,
+              type=click.Path(dir_okay=False), metavar="FILE.json",
+              help="Changes to the op lists of allow_mix_precision_bf16, in the offline "
+                   "compiler's format: {\"black-list\": {\"to-add\": [\"Conv\"]}, ...}.")
 @click.option("--stream-priority", "stream_priorities", multiple=True, metavar="STREAM=P",
               help="Give stream STREAM (an index, as the compile report counts them) priority "
                    "P in -7..7 (repeatable; higher is served first on shared compute units).")
@@ -135,7 +155,7 @@ def main():
 @log.levelled
 def compile(model, output, streams, min_branch_bytes, split_matrix_branches, input_shapes, mode,
             json_path, dynamic_batch, emit, target, layout, winograd, precision_mode,
-            stream_priorities, log_level, quiet, then_verify):
+            modify_mixlist, stream_priorities, log_level, quiet, then_verify):
     """Compile an ONNX MODEL into an offline .om model."""
     from aircc.compiler.driver import CompileOptions, compile_model, emit_ir
 
@@ -161,6 +181,7 @@ def compile(model, output, streams, min_branch_bytes, split_matrix_branches, inp
                              channels_last={"auto": None, "nhwc": True, "nchw": False}[layout],
                              stream_priorities=parse_stream_priorities(stream_priorities),
                              precision_mode=precision_mode,
+                             modify_mixlist=read_mixlist(modify_mixlist),
                              **({"winograd": winograd} if winograd else {}))
     if emit == "om":
         if not output:

@@ -8,6 +8,7 @@ from aircc.formats import OmFile
 from aircc.formats.kinds import Impl
 from aircc.formats.model_section import IOSpec, ModelSection, OnnxRecord, TargetRecord
 from aircc.ops import Trait, has_trait
+from aircc.ops.precision import COMPUTE_DTYPE
 
 from .ir.graph import Graph
 from .passes.base import declared_stats
@@ -109,7 +110,8 @@ FLOAT_TYPES = ("float64", "float32", "float16", "bfloat16")
 
 
 def ops_per_precision(graph: Graph) -> dict[str, int]:
-    """Kernels (bodies included) by the floating-point type of their first output."""
+    """Kernels (bodies included) by the floating-point type they compute in: their
+    ``compute_dtype``, else their first output's."""
     counts: dict[str, int] = {}
 
     def count(region: Graph) -> None:
@@ -117,7 +119,8 @@ def ops_per_precision(graph: Graph) -> dict[str, int]:
             t = region.types.get(n.outputs[0]) if n.outputs else None
             if t is not None and t.dtype in FLOAT_TYPES and not has_trait(
                     n.op, Trait.DEVICE_TASK, n.domain):
-                counts[t.dtype] = counts.get(t.dtype, 0) + 1
+                dtype = n.attrs.get(COMPUTE_DTYPE, t.dtype)      # a bfloat16 kernel's
+                counts[dtype] = counts.get(dtype, 0) + 1
             for r in n.regions:
                 count(r)
     count(graph)

@@ -57,15 +57,19 @@ class CompileOptions:
     ``$AIRCC_WINOGRAD``, else ``auto``."""
     precision_mode: str = PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value
     """The types the model computes in (``--precision_mode``, :class:`~aircc.formats.kinds.
-    PrecisionMode`): ``must_keep_origin_dtype`` (the graph's own) or ``force_fp32``."""
+    PrecisionMode`): ``must_keep_origin_dtype`` (the graph's own), ``force_fp32``,
+    ``allow_mix_precision_bf16`` or ``force_bf16``."""
+    modify_mixlist: Mapping = field(default_factory=dict)
+    """``--modify_mixlist``: the offline compiler's changes to its op lists
+    (:mod:`~aircc.compiler.passes.mix_precision`)."""
 
     def __post_init__(self) -> None:
         check_precision_mode(self.precision_mode)
 
 
 #: The offline compiler's precision modes that need kernels aircc does not have yet.
-PLANNED_PRECISION_MODES = ("allow_mix_precision_bf16", "force_bf16", "allow_mix_precision_fp16",
-                           "force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
+PLANNED_PRECISION_MODES = ("allow_mix_precision_fp16", "force_fp16", "allow_fp32_to_fp16",
+                           "allow_mix_precision")
 
 
 def check_precision_mode(mode: str) -> None:

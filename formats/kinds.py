@@ -110,3 +110,8 @@ class PrecisionMode(str, enum.Enum):
     FORCE_FP32 = "force_fp32"
     """Every float16 and bfloat16 tensor computed in float32; the model's inputs and
     outputs keep their declared types (cast at the boundary)."""
+    ALLOW_MIX_PRECISION_BF16 = "allow_mix_precision_bf16"
+    """Convolutions in bfloat16 (float32 accumulation and epilogue), as the mixlist
+    allows; everything else float32."""
+    FORCE_BF16 = "force_bf16"
+    """Every op with a bfloat16 kernel in bfloat16, whatever the mixlist says."""

@@ -9,7 +9,7 @@ from .backend import (KernelBackend, KernelImpl, available_backends, kernel_back
 from .lookup import node_def, op_def  # noqa: F401
 from .registry import (InferContext, OpDef, all_definitions, define, definitions,  # noqa: F401
                        has_trait, native_ops, ops_with, register_op)
-from .machine import check_target, resolve_target  # noqa: F401
+from .machine import check_precision, check_target, resolve_target  # noqa: F401
 from .targets import Target  # noqa: F401
 from .traits import Trait  # noqa: F401
 from .types import Dim, TensorType, is_host_only, types_of, value_kind  # noqa: F401

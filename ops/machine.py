@@ -14,6 +14,7 @@ import functools
 from aircc.errors import CompileOptionError, ConfigError, TargetUnavailableError
 
 from .backend import available_backends, backend_unavailable, kernel_backend
+from .precision import BF16_ISA
 from .targets import (DEFAULT_BACKEND, FAST_BACKEND, NATIVE, TARGETS, VECTOR_CLASS_FLAGS, Target,
                       target_names)
 
@@ -50,17 +51,36 @@ def native_target() -> Target:
 
 
 @functools.lru_cache(maxsize=None)
-def host_vector_classes() -> tuple[str, ...]:
-    """The vector classes this machine's CPU offers (from /proc/cpuinfo's flags)."""
+def host_cpu_flags() -> frozenset[str]:
+    """The flags of this machine's CPU (/proc/cpuinfo; empty where there are none to read)."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((set(line.split(":", 1)[1].split()) for line in f
-                          if line.startswith("flags")), set())
+            return frozenset(next((line.split(":", 1)[1].split() for line in f
+                                   if line.startswith("flags")), ()))
     except OSError:
-        flags = set()
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=None)
+def host_vector_classes() -> tuple[str, ...]:
+    """The vector classes this machine's CPU offers (from /proc/cpuinfo's flags)."""
+    flags = host_cpu_flags()
     if not flags:       # no x86 flags to read (another OS or architecture): cannot tell
         return tuple(VECTOR_CLASS_FLAGS)
     return tuple(c for c, need in VECTOR_CLASS_FLAGS.items() if flags.issuperset(need))
+
+
+def check_precision(mode: str, what: str = "this model") -> None:
+    """TargetUnavailableError when a file's ``--precision_mode`` needs an ISA this CPU
+    lacks (the bfloat16 modes: AVX512-BF16 or AMX-BF16), naming both."""
+    if "bf16" not in mode:
+        return
+    flags = host_cpu_flags()
+    if flags and not flags & set(BF16_ISA):
+        raise TargetUnavailableError(
+            f"{what} was compiled with --precision_mode {mode}, whose bfloat16 kernels need "
+            f"{' or '.join(BF16_ISA.values())}, which this machine's CPU lacks; recompile it "
+            f"with --precision_mode must_keep_origin_dtype")
 
 
 def check_target(recorded: Target, what: str = "this model") -> Target:

@@ -16,7 +16,8 @@ from ..ir.graph import Graph
 from ..ir.verifier import verify
 from . import (eliminate_dead_code, fold_batchnorm, fold_constants, fuse_add_layernorm,  # noqa: F401
                fuse_add_softmax, fuse_attention, fuse_channel_shuffle, fuse_elementwise, fuse_epilogues, fuse_gelu,
-               fuse_matmul_transpose, fuse_softmax_matmul, infer_shapes, mask_fill_to_add, pack_weights, precision_mode,
+               fuse_matmul_transpose, fuse_softmax_matmul, infer_shapes, mask_fill_to_add, mix_precision, pack_weights,
+               precision_mode,
                plan_layouts, pull_matmul_scales, push_bn_scale, push_matmul_scale, remove_identity,
                reorder_pool_conv, resolve_shape_values, sink_expand)
 from . import lower_contrib  # noqa: F401
@@ -26,7 +27,7 @@ DEFAULT_PIPELINE = ["fold-constants", "infer-shapes", "precision-mode", "lower-c
                     "infer-shapes", "resolve-shape-values", "fold-constants", "fold-batchnorm",
                     "pull-matmul-scales", "mask-fill-to-add", "fuse-add-softmax", "fuse-gelu", "fuse-epilogues", "push-matmul-scale",
                     "fuse-matmul-transpose", "fuse-softmax-matmul", "fuse-attention", "sink-expand", "push-bn-scale",
-                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-elementwise", "fuse-channel-shuffle", "pack-weights", "plan-layouts", "dce", "infer-shapes"]
+                    "reorder-pool-conv", "fuse-add-layernorm", "fuse-elementwise", "fuse-channel-shuffle", "mix-precision", "pack-weights", "plan-layouts", "dce", "infer-shapes"]
 
 
 def get_pass(name: str) -> PassInfo:

@@ -32,8 +32,8 @@ TYPE_ATTRS = ("to", "dtype")
 def precision_mode(graph: Graph, ctx: CompileContext) -> Graph:
     ctx.count("precision_casts", 0)
     ctx.count("precision_values", 0)
-    if PrecisionMode(ctx.options.precision_mode) is PrecisionMode.MUST_KEEP_ORIGIN_DTYPE:
-        return graph
+    if PrecisionMode(ctx.options.precision_mode) is not PrecisionMode.FORCE_FP32:
+        return graph                    # the bfloat16 modes: ``mix-precision``
     declared = {n: graph.types[n].dtype for n in (*graph.inputs, *graph.outputs)
                 if n in graph.types and graph.types[n].dtype in REDUCED}
     ctx.count("precision_values", _widen(graph))

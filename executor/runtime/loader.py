@@ -18,7 +18,7 @@ from aircc.executor.device.discovery import resolve_device
 from aircc.formats import OmFile, load_om
 from aircc.formats.alignment import RegionLayout
 from aircc.log import get as get_log
-from aircc.ops import check_target, kernel_backend
+from aircc.ops import check_precision, check_target, kernel_backend
 
 from .loaded import LoadedModel
 from .recovery import RecoveryPolicy
@@ -53,6 +53,7 @@ def load_model(source: str | os.PathLike | bytes | OmFile,
     om = source if isinstance(source, OmFile) else load_om(source)
     contract = om.parsed()
     target = check_target(contract.model.target, f"model '{contract.model.name}'")
+    check_precision(contract.model.precision_mode, f"model '{contract.model.name}'")
     backend = kernel_backend(target.backend)
     device = resolve_device(device)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from aircc.ops.epilogues import check_activation
+from aircc.ops.precision import BF16_IO, COMPUTE_DTYPE, OUTPUT_DTYPE
 from aircc.ops.registry import InferContext, define
 from aircc.ops.shapes import check_window_attrs, is_int, window_attrs, window_out_dims
 from aircc.ops.types import Dim, TensorType
@@ -62,7 +63,15 @@ def conv(ctx: InferContext) -> list[TensorType]:
         bs = ctx.input_shape(2)
         if len(bs) != 1 or (is_int(bs[0]) and is_int(ws[0]) and bs[0] != ws[0]):
             ctx.fail(f"bias shape {bs} does not match {ws[0]} output channels")
-    if xt.dtype != wt.dtype:
+    dtype = xt.dtype
+    if ctx.attrs.get(COMPUTE_DTYPE) == "bfloat16":      # a bfloat16 kernel (mix-precision)
+        if xt.dtype not in BF16_IO or wt.dtype != "float32":
+            ctx.fail(f"a bfloat16 convolution takes float32 or bfloat16 X and float32 W, got "
+                     f"{xt.dtype} and {wt.dtype}")
+        dtype = ctx.attrs.get(OUTPUT_DTYPE, "float32")
+        if dtype not in BF16_IO:
+            ctx.fail(f"output_dtype {dtype!r} is not one of {', '.join(BF16_IO)}")
+    elif xt.dtype != wt.dtype:
         ctx.fail(f"X is {xt.dtype} but W is {wt.dtype}")
     out_sp = window_out_dims(ctx, xs[2:], kernel, strides, dilations, pads, auto_pad)
-    return [TensorType(xt.dtype, (xs[0], ws[0], *out_sp))]
+    return [TensorType(dtype, (xs[0], ws[0], *out_sp))]

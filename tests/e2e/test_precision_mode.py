@@ -61,8 +61,8 @@ def test_the_command_line_and_the_session_take_the_mode(half, reference, tmp_pat
     r = CliRunner().invoke(aircc_cli, ["inspect", str(om), "--json"])
     assert json.loads(r.output)["precision_mode"] == "force_fp32"
     r = CliRunner().invoke(aircc_cli, ["compile", half, "-o", str(om), "--precision_mode",
-                                       "force_bf16"])
-    assert r.exit_code != 0 and "force_bf16" in r.output
+                                       "force_fp16"])
+    assert r.exit_code != 0 and "force_fp16" in r.output
     sess = aircc.InferenceSession(half, providers=[("AirccVirtualDeviceProvider",
                                                     {"precision_mode": "force_fp32"})])
     assert sess.model.run_stats().runs == 0
@@ -70,4 +70,66 @@ def test_the_command_line_and_the_session_take_the_mode(half, reference, tmp_pat
                                reference.astype(np.float32), atol=1e-3)
     with pytest.raises(CompileOptionError, match="not available in this version"):
         aircc.InferenceSession(half, providers=[("AirccVirtualDeviceProvider",
-                                                 {"precision_mode": "allow_mix_precision_bf16"})])
+                                                 {"precision_mode": "force_fp16"})])
+
+
+def small_cnn() -> onnx.ModelProto:
+    """Two convolutions with a residual, pooled, then a classifier."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+
+    def const(name, shape, scale):
+        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    graph = helper.make_graph(
+        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+        [const("w1", (16, 3, 3, 3), 0.3), const("b1", (16,), 0.1), const("w2", (16, 16, 3, 3), 0.1),
+         const("b2", (16,), 0.1), const("wf", (10, 16), 0.5), const("bf", (10,), 0.1)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_allow_mix_precision_bf16_runs_the_convolutions_in_bfloat16_close_to_float32(monkeypatch):
+    from aircc.errors import TargetUnavailableError
+    from aircc.ops import machine
+
+    model = small_cnn()
+    x = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    c = aircc.compile(model, precision_mode="allow_mix_precision_bf16")
+    assert c.report.stats["bf16_ops"] == 2
+    assert c.report.ops_per_precision["bfloat16"] == 2
+    assert load_om(dump_om(c.om)).parsed().model.precision_mode == "allow_mix_precision_bf16"
+    want = aircc.load(aircc.compile(model).om).run({"x": x})["y"]
+    if machine.host_cpu_flags() & {"avx512_bf16", "amx_bf16"}:
+        got = aircc.load(c.om).run({"x": x})["y"]
+        cos = float(np.dot(got.ravel(), want.ravel()) / np.linalg.norm(got) / np.linalg.norm(want))
+        assert cos > 0.999 and not np.array_equal(got, want)     # close, and really bfloat16
+        assert (got.argmax(1) == want.argmax(1)).all()
+    machine.host_vector_classes()         # read (and cached) from the real flags first
+    monkeypatch.setattr(machine, "host_cpu_flags", lambda: frozenset({"avx512f", "avx2"}))
+    with pytest.raises(TargetUnavailableError, match="need AVX512-BF16 or AMX-BF16, which this "
+                                                     "machine's CPU lacks"):
+        aircc.load(c.om)
+
+
+def test_modify_mixlist_from_the_command_line(tmp_path):
+    mixlist = tmp_path / "mixlist.json"
+    mixlist.write_text(json.dumps({"black-list": {"to-add": ["Conv"]}}))
+    onnx.save(small_cnn(), tmp_path / "cnn.onnx")
+    r = CliRunner().invoke(aircc_cli, ["compile", str(tmp_path / "cnn.onnx"), "--emit", "report",
+                                       "--precision_mode", "allow_mix_precision_bf16",
+                                       "--modify_mixlist", str(mixlist)])
+    assert r.exit_code == 0, r.output
+    assert '"bf16_ops": 0' in r.output
+    mixlist.write_text("{not json")
+    r = CliRunner().invoke(aircc_cli, ["compile", str(tmp_path / "cnn.onnx"), "--emit", "report",
+                                       "--modify_mixlist", str(mixlist)])
+    assert r.exit_code != 0 and "is not JSON" in r.output

@@ -13,7 +13,8 @@ from aircc.session.compile_cache import cache_key
 CHANGED = {"streams": 1, "input_shapes": {"x": [2]}, "mode": "static", "min_branch_bytes": 0,
            "split_matrix_branches": True, "dynamic_batch": [1, 2], "passes": ["infer-shapes"],
            "target": "cpu-avx2", "channels_last": True, "stream_priorities": {0: 1},
-           "winograd": "off", "precision_mode": "force_fp32"}
+           "winograd": "off", "precision_mode": "force_fp32",
+           "modify_mixlist": {"black-list": {"to-add": ["Conv"]}}}
 
 
 def test_every_compile_option_changes_the_compile_cache_key():

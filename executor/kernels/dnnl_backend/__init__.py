@@ -17,6 +17,7 @@ import importlib
 
 from aircc.ops.backend import KernelBackend
 from aircc.ops.layout import SPATIAL_INPUTS
+from aircc.ops.precision import COMPUTE_DTYPE
 
 #: The modules of this package that register kernels, imported when the backend loads.
 KERNEL_MODULES = ("conv", "pool", "matmul", "eltwise", "instance_norm", "attention", "movement", "resize",
@@ -53,8 +54,10 @@ DNNL = KernelBackend("dnnl", "oneDNN 3.2 primitives, numpy for the rest", ("avx2
 
 
 def _float_activations(types: list, attrs: dict, target) -> bool:
+    """Float32 activations, or the bfloat16 ones of a bfloat16 kernel (a chain)."""
     x = types[0] if types else None
-    return x is not None and x.dtype == "float32" and x.shape is not None and len(x.shape) >= 3
+    dtypes = ("float32", "bfloat16") if attrs.get(COMPUTE_DTYPE) == "bfloat16" else ("float32",)
+    return x is not None and x.dtype in dtypes and x.shape is not None and len(x.shape) >= 3
 
 
 for _op in CHANNELS_LAST_OPS:

@@ -31,6 +31,7 @@ from aircc.executor.kernels.dnnl.ops import reorder
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.ops import KernelImpl, TensorType, kernel_backend
 from aircc.ops.layout import adapt_kernel, to_first
+from aircc.ops.precision import COMPUTE_DTYPE
 
 #: Primitive descriptors kept per process (least recently used dropped first).
 PD_CACHE_SIZE = 1024
@@ -137,7 +138,7 @@ def numpy_twin(op: str, since: int, domain: str = "") -> KernelImpl:
 def twin_tiling(op: str, since: int, domain: str, types: list, attrs: dict, target,
                 why: str) -> dict:
     """The numpy twin's tiling, marked as such (``backend: numpy`` and why)."""
-    attrs = {k: v for k, v in attrs.items() if k != "fused_activation"}
+    attrs = {k: v for k, v in attrs.items() if k not in ("fused_activation", COMPUTE_DTYPE)}
     twin = adapt_kernel(numpy_twin(op, since, domain), attrs)
     return {**twin.tile(types, attrs, target), "backend": "numpy", "why": why}
 
@@ -156,6 +157,7 @@ def twin_prepare(op: str, since: int, domain: str, ins, outs, attrs, tiling, ws,
             run()
             after()
         return with_activation
+    attrs = {k: v for k, v in attrs.items() if k != COMPUTE_DTYPE}   # numpy's: float32
     twin = adapt_kernel(numpy_twin(op, since, domain), attrs)
     if tiling.get("backend") != "numpy":
         from aircc.ops import resolve_target

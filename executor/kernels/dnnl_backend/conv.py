@@ -10,14 +10,17 @@ keep them (:mod:`.nan`).
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from aircc.executor.kernels.dnnl.attr import Attr, Binary, Sum
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.memory import MemoryDesc
-from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
+from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution, reorder
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
+from aircc.ops.precision import BF16_IO, COMPUTE_DTYPE, OUTPUT_DTYPE
 from aircc.ops.defs.conv import OIHW, window_params
 from aircc.ops.defs.spatial import conv_transpose_geometry
 from aircc.ops.layout import is_channels_last
@@ -25,10 +28,12 @@ from aircc.ops.shapes import window_geometry
 
 from . import DNNL, winograd
 from .common import (NotForDnnl, act, activation_after, activation_post_op, bind, cached_pd,
-                     dnnl_or_twin, reordered_constant, storage, then, type_md)
+                     dnnl_or_twin, logical_md, reordered_constant, storage, then, type_md)
 from .nan import guarded, norm, relu_ops
 
 FLOATS = ("float32",)
+#: The type a ``compute_dtype`` bfloat16 conv reads its activation and weights in.
+BF16 = np.dtype(ml_dtypes.bfloat16)
 SPATIAL_RANKS = (1, 2, 3)
 
 
@@ -55,14 +60,14 @@ def onnx_weights_md(shape: tuple, dtype, groups: int, transposed: bool) -> Memor
                                    [*strides, *spatial])
 
 
-def post_ops(attrs: dict, dst: MemoryDesc, residual: bool, channels_last: bool,
+def post_ops(attrs: dict, residual: MemoryDesc | None, channels_last: bool,
              keep_nan: bool = False) -> list:
-    """The fused epilogue as post-ops: + residual, then Relu (:func:`~.common.relu_ops`).
-    Channels-first, the residual is copied into the output first and summed there (a binary
-    post-op on NCHW runs oneDNN's reference kernel)."""
+    """The fused epilogue as post-ops: + residual (of descriptor ``residual``), then Relu
+    (:func:`~.common.relu_ops`).  Channels-first, the residual is copied into the output
+    first and summed there (a binary post-op on NCHW runs oneDNN's reference kernel)."""
     ops = []
-    if residual:
-        ops.append(Binary("add", dst) if channels_last else Sum())
+    if residual is not None:
+        ops.append(Binary("add", residual) if channels_last else Sum())
     if attrs.get("fused_relu"):
         ops += relu_ops(keep_nan)
     return ops + activation_post_op(attrs, keep_nan)
@@ -92,9 +97,14 @@ class Conv:
 
     @staticmethod
     def plan(types: list, attrs: dict, keep_nan: bool = False) -> PrimitiveDesc:
-        """The primitive; ``keep_nan``: its epilogue one that keeps NaN (:mod:`.nan`)."""
+        """The primitive; ``keep_nan``: its epilogue one that keeps NaN (:mod:`.nan`).  In
+        bfloat16 (``compute_dtype``): the activation and the weights bfloat16, the output
+        and the epilogue float32, and ``pd.to_bf16`` the reorder that converts the
+        activation into the head of the workspace (:func:`bf16_input`)."""
         x, w = types[0], types[1]
-        if x.dtype not in FLOATS or attrs.get("weight_layout", OIHW) != OIHW:
+        bf16 = attrs.get(COMPUTE_DTYPE) == "bfloat16"
+        if x.dtype not in (BF16_IO if bf16 else FLOATS) or \
+                attrs.get("weight_layout", OIHW) != OIHW:
             raise NotForDnnl(f"{x.dtype} data or weight layout {attrs.get('weight_layout')}")
         cl = is_channels_last(attrs)
         xs = (x.shape[0], x.shape[-1], *x.shape[1:-1]) if cl else tuple(x.shape)
@@ -104,27 +114,37 @@ class Conv:
         out, pb, pe = window_geometry(xs[2:], kernel, strides, dilations, pads, auto_pad)
         g = int(attrs.get("group", 1))
         o = int(w.shape[0])
+        compute = BF16 if bf16 else np.dtype(x.dtype)
+        written = attrs.get(OUTPUT_DTYPE, "float32") if bf16 else x.dtype
 
         def make():
-            src = type_md(x, cl)
+            src = logical_md(compute, x.shape, cl)
             dst_shape = (xs[0], *out, o) if cl else (xs[0], o, *out)
-            dst = type_md(TensorType(x.dtype, dst_shape), cl)
-            wmd = MemoryDesc.from_tag(conv_weights_dims(o, xs[1], kernel, g), x.dtype, "any")
-            bias = MemoryDesc.from_tag((o,), x.dtype, "a") if len(types) > 2 and types[2] else None
-            residual = len(types) > 3 and types[3] is not None
-            attr = Attr(post_ops(attrs, dst, residual, cl, keep_nan), scratchpad="user")
+            dst = type_md(TensorType(written, dst_shape), cl)
+            wmd = MemoryDesc.from_tag(conv_weights_dims(o, xs[1], kernel, g), compute, "any")
+            bias = MemoryDesc.from_tag((o,), types[2].dtype, "a") \
+                if len(types) > 2 and types[2] else None
+            residual = type_md(TensorType(types[3].dtype, dst_shape), cl) \
+                if len(types) > 3 and types[3] is not None else None
+            attr = Attr(post_ops(attrs, residual, cl, keep_nan), scratchpad="user")
             return convolution(src, wmd, dst, bias, strides=strides, pads_begin=pb, pads_end=pe,
                                dilations=dilations, attr=attr)
         work = 2.0 * xs[0] * _prod(out) * o * (xs[1] // g) * _prod(kernel)
-        return cached_pd(_key("conv", types, attrs) + (keep_nan,), make, work)
+        pd = cached_pd(_key("conv", types, attrs) + (keep_nan,), make, work)
+        if bf16 and x.dtype == "float32" and not hasattr(pd, "to_bf16"):
+            pd.to_bf16 = reorder(type_md(x, cl), pd.src_md())
+            pd.to_bf16.team = pd.team
+            pd.workspace = align_up(pd.src_md().size) + pd.scratchpad_size
+        return pd
 
     @staticmethod
     def bind_to(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared):
         """``pd`` bound to the operands; with a fused Relu or an :func:`~.common.unfaithful`
         activation, the twin that keeps NaN runs instead when the operands could make one
         (:func:`~.nan.relu_guard`)."""
+        chained = any(a is not None and a.dtype == BF16 for a in (ins[0], *ins[3:4]))
         return guarded(_bound, Conv.plan, pd, ins, outs, attrs, ws, constant, prepared,
-                       operand_bound(ins, constant))
+                       None if chained else operand_bound(ins, constant))
 
 
 def operand_bound(ins: list, constant: list):
@@ -144,18 +164,32 @@ def operand_bound(ins: list, constant: list):
     return bound
 
 
+def bf16_input(pd: PrimitiveDesc, x: np.ndarray, cl: bool, ws: np.ndarray | None):
+    """(the call converting ``x`` to bfloat16, Memory of the copy, the rest of ``ws``): the
+    copy in the head of the workspace (a buffer of its own where the plan gave less)."""
+    md = pd.src_md()
+    head = align_up(md.size)
+    if ws is None or ws.nbytes < pd.workspace:
+        ws = np.empty(pd.workspace, np.uint8)
+    copy = storage(ws[:md.size], md)
+    return bind(pd.to_bf16, {Arg.src: act(x, cl), Arg.dst: copy}, None), copy, ws[head:]
+
+
 def _bound(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared, keep_nan=False):
     x, w, y = ins[0], ins[1], outs[0]
     cl = is_channels_last(attrs)
     plain = onnx_weights_md(w.shape, w.dtype, int(attrs.get("group", 1)), transposed=False)
     weights = _weights(pd, w, plain, constant[1], prepared)
-    args = {Arg.src: act(x, cl), Arg.weights: weights, Arg.dst: act(y, cl)}
+    to_bf16, src = None, act(x, cl)
+    if getattr(pd, "to_bf16", None) is not None:
+        to_bf16, src, ws = bf16_input(pd, x, cl, ws)
+    args = {Arg.src: src, Arg.weights: weights, Arg.dst: act(y, cl)}
     if len(ins) > 2 and ins[2] is not None:
         args[Arg.bias] = ins[2]
     residual = ins[3] if len(ins) > 3 else None
     if residual is not None and cl:
         args[post_op_arg(0)] = act(residual, cl)
-    bound = then(bind(pd, args, ws), activation_after(attrs, outs, keep_nan))
+    bound = then(to_bf16, bind(pd, args, ws), activation_after(attrs, outs, keep_nan))
     if residual is None or cl:
         return bound
 

@@ -83,8 +83,8 @@ def guarded(bound, plan, pd, ins, outs, attrs, ws, constant, prepared, magnitude
     keep_nan=True)`` makes its NaN-keeping twin), guarded where its epilogue takes NaN or
     an infinity wrong (a fused Relu, an :func:`~.common.unfaithful` activation):
     :func:`relu_guard` with ``magnitude`` (a bound of its output's entries).  A product of
-    at most :data:`ALWAYS_KEEP_NAN` outputs runs the twin alone: its epilogue costs less
-    than the guard's norms."""
+    at most :data:`ALWAYS_KEEP_NAN` outputs, or with no ``magnitude`` (operands whose norm
+    numpy cannot take at speed: bfloat16), runs the twin alone."""
     if not attrs.get("fused_relu") and not unfaithful(attrs):
         return bound(pd, ins, outs, attrs, ws, constant, prepared)
 
@@ -92,7 +92,7 @@ def guarded(bound, plan, pd, ins, outs, attrs, ws, constant, prepared, magnitude
         types = [None if a is None else TensorType.of(a) for a in ins]
         return bound(plan(types, attrs, keep_nan=True), ins, outs, attrs, ws, constant, into,
                      keep_nan=True)
-    if outs[0].size <= ALWAYS_KEEP_NAN:
+    if magnitude is None or outs[0].size <= ALWAYS_KEEP_NAN:    # no cheap bound, or small
         return make_slow(prepared)
     return relu_guard(bound(pd, ins, outs, attrs, ws, constant, prepared), make_slow, magnitude)
 

@@ -66,6 +66,7 @@ from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
 from aircc.ops.defs.conv import OIHW, window_params
 from aircc.ops.layout import is_channels_last
+from aircc.ops.precision import COMPUTE_DTYPE
 from aircc.ops.shapes import window_geometry
 
 from .common import bind, cached_pd, worker_cpus
@@ -293,6 +294,8 @@ def offered(cls):
 
     def tiling_(types, attrs, target):
         direct = direct_tiling(types, attrs, target)
+        if attrs.get(COMPUTE_DTYPE):          # float32 transforms: a bfloat16 conv runs direct
+            return direct
         setting = target.winograd if target is not None and target.winograd else settings().winograd
         return tiling(types, attrs, direct, setting) or direct
 

@@ -9,7 +9,7 @@ from aircc.compiler.context import CompileOptions
 from aircc.errors import CompileOptionError
 from ir_cases import declared, ir, run_pass, same_numbers
 
-COVERS = ("precision-mode",)
+COVERS = ("precision-mode", "mix-precision")
 
 HALF_BEFORE = """
     graph @main(%x: float16[2,4], %c: bool[]) -> (%y, %x, %z) {
@@ -86,10 +86,89 @@ def test_force_fp32_widens_bfloat16_and_casts_a_declared_bfloat16_output_back():
 
 
 @pytest.mark.parametrize("mode, message", [
-    ("force_bf16", "not available in this version of aircc .* the modes it has: "
-                   "must_keep_origin_dtype, force_fp32"),
-    ("fp64", "--precision_mode must be one of must_keep_origin_dtype, force_fp32, got 'fp64'"),
+    ("force_fp16", "not available in this version of aircc .* the modes it has: "
+                   "must_keep_origin_dtype, force_fp32, allow_mix_precision_bf16, force_bf16"),
+    ("fp64", "--precision_mode must be one of must_keep_origin_dtype, force_fp32, "
+             "allow_mix_precision_bf16, force_bf16, got 'fp64'"),
 ])
 def test_a_mode_aircc_cannot_compile_is_refused_with_the_ones_it_can(mode, message):
     with pytest.raises(CompileOptionError, match=message):
         CompileOptions(precision_mode=mode)
+
+
+# ----------------------------------------------------------------------- mix-precision
+CONV_BEFORE = """
+    graph @main(%x: float32[1,2,4,4], %v: float32[2,2,1,1]) -> (%y, %z) {
+      const %w: float32[2,2,1,1] = dense[1.0,-1.0,0.5,2.0]
+      %y: float32[1,2,4,4] = Conv(%x, %w) {name="conv", v=11}
+      %z: float32[1,2,4,4] = Conv(%x, %v) {name="conv_runtime_weights", v=11}
+    }
+"""
+
+
+def test_mix_precision_marks_the_white_listed_ops_whose_weights_are_constants():
+    after, ctx = run_pass("mix-precision", CONV_BEFORE, precision_mode="allow_mix_precision_bf16")
+    assert 'Conv(%x, %w) {name="conv", v=11, compute_dtype="bfloat16"}' in after
+    assert 'Conv(%x, %v) {name="conv_runtime_weights", v=11}' in after
+    assert declared(ctx, "mix-precision") == {"bf16_ops": 1, "bf16_values": 0}
+    kept, ctx = run_pass("mix-precision", CONV_BEFORE, precision_mode="force_fp32")
+    assert kept == ir(CONV_BEFORE)
+    assert declared(ctx, "mix-precision") == {"bf16_ops": 0, "bf16_values": 0}
+
+
+def test_the_mixlist_blocks_an_op_in_allow_mode_and_not_in_force_mode():
+    blocked = {"black-list": {"to-add": ["Conv"]}}
+    after, ctx = run_pass("mix-precision", CONV_BEFORE, precision_mode="allow_mix_precision_bf16",
+                          modify_mixlist=blocked)
+    assert after == ir(CONV_BEFORE)
+    assert declared(ctx, "mix-precision") == {"bf16_ops": 0, "bf16_values": 0}
+    _, ctx = run_pass("mix-precision", CONV_BEFORE, precision_mode="force_bf16",
+                      modify_mixlist=blocked)
+    assert declared(ctx, "mix-precision") == {"bf16_ops": 1, "bf16_values": 0}
+
+
+CHAIN_BEFORE = """
+    graph @main(%x: float32[1,2,4,4]) -> (%y, %z) {
+      const %w: float32[2,2,1,1] = dense[1.0,-1.0,0.5,2.0]
+      %a: float32[1,2,4,4] = Conv(%x, %w) {name="first", v=11}
+      %b: float32[1,2,4,4] = Conv(%a, %w) {name="second", v=11}
+      %y: float32[1,2,4,4] = Conv(%b, %w) {name="third", v=11}
+      %z: float32[1,2,4,4] = Relu(%b) {name="relu", v=14}
+    }
+"""
+
+CHAIN_AFTER = ir("""
+    graph @main(%x: float32[1,2,4,4]) -> (%y, %z) {
+      const %w: float32[2,2,1,1] = dense[1.0,-1.0,0.5,2.0]
+      %a: bfloat16[1,2,4,4] = Conv(%x, %w) {name="first", v=11, compute_dtype="bfloat16", output_dtype="bfloat16"}
+      %b: float32[1,2,4,4] = Conv(%a, %w) {name="second", v=11, compute_dtype="bfloat16"}
+      %y: float32[1,2,4,4] = Conv(%b, %w) {name="third", v=11, compute_dtype="bfloat16"}
+      %z: float32[1,2,4,4] = Relu(%b) {name="relu", v=14}
+    }
+""")
+
+
+def test_a_value_only_bfloat16_kernels_read_is_held_in_bfloat16():
+    """``a`` goes from one bfloat16 conv to the next as it is; ``b`` is also read by a
+    Relu (float32) and ``y`` is the model's output: both stay float32."""
+    after, ctx = run_pass("mix-precision", CHAIN_BEFORE, precision_mode="allow_mix_precision_bf16")
+    assert after == CHAIN_AFTER
+    assert declared(ctx, "mix-precision") == {"bf16_ops": 3, "bf16_values": 1}
+    same_numbers(CHAIN_BEFORE, CHAIN_AFTER, rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("mixlist, message", [
+    ({"grey-list": {}}, "unknown list 'grey-list'; the lists are black-list, white-list, gray-list"),
+    ({"white-list": {"to-add": ["Softmax"]}}, r"\['Softmax'\] have no bfloat16 kernel; the ops "
+                                              r"that do: Conv"),
+    ({"black-list": ["Conv"]}, "black-list must map to-add and to-remove to lists of op types"),
+])
+def test_a_wrong_mixlist_is_refused_naming_what_is_wrong(mixlist, message):
+    with pytest.raises(CompileOptionError, match=message):
+        run_pass("mix-precision", CONV_BEFORE, precision_mode="allow_mix_precision_bf16",
+                 modify_mixlist=mixlist)
+
+
+def test_the_bfloat16_modes_need_the_onednn_kernels():
+    with pytest.raises(CompileOptionError, match="needs the oneDNN kernels .* not target cpu-avx2"):
+        run_pass("mix-precision", CONV_BEFORE, precision_mode="force_bf16", target="cpu-avx2")
