@@ -18,7 +18,7 @@ BF16_IO = ("float32", "bfloat16")
 
 #: Ops with a bfloat16 kernel (on the oneDNN backend), when their weights are constants:
 #: the offline compiler's white list, and all ``--modify_mixlist`` may add to it.
-BF16_OPS = ("Conv",)
+BF16_OPS = ("Conv", "MatMul", "Gemm")
 
 #: /proc/cpuinfo flags of which a CPU needs one for bfloat16 kernels, by their ISA's name.
 BF16_ISA = {"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}

@@ -4,7 +4,7 @@
 The offline compiler's lists, by op type: a white list of ops that run in the reduced
 type, a black list that stays float32, a gray list that follows its inputs.  Here the
 white list is the ops with a bfloat16 kernel (:data:`~aircc.ops.precision.BF16_OPS`:
-convolutions); every other op is on the black list (softmax, normalisations,
+convolutions and matrix products); every other op is on the black list (softmax, normalisations,
 reductions, exp/log/pow and the rest keep float32).  ``--modify_mixlist FILE.json`` in
 the offline compiler's format moves op types between them::
 
@@ -16,8 +16,8 @@ float32 and whose weights are constants gets ``compute_dtype = "bfloat16"``
 (:mod:`aircc.ops.precision`): its kernel reads its activation and weights in bfloat16
 and writes float32.
 
-Chains: a marked node whose every reader is a marked node (as its activation, or as the
-residual its epilogue adds) writes bfloat16 (``output_dtype``), and its readers take it
+Chains: a marked convolution whose every reader is a marked convolution (as its
+activation, or as the residual its epilogue adds) writes bfloat16 (``output_dtype``), and its readers take it
 as it is: no conversion between them, half the bytes.  The value's type becomes
 bfloat16; the model's inputs and outputs, and every value another op reads, stay
 float32.  Counts ``bf16_ops`` and ``bf16_values`` (values held in bfloat16).
@@ -72,6 +72,8 @@ def white_list(mixlist: Mapping, mode: PrecisionMode) -> frozenset[str]:
 
 #: The inputs of a marked convolution that may be bfloat16: its activation, its residual.
 BF16_READS = (0, 3)
+#: The ops whose bfloat16 kernels read and write bfloat16 values (chains).
+CHAIN_OPS = ("Conv",)
 
 
 @compile_pass("mix-precision", stats=("bf16_ops", "bf16_values"))
@@ -101,12 +103,12 @@ def _chain(graph: Graph) -> int:
             readers.setdefault(name, []).append((node, k))
     captured = {i for node in graph.nodes for r in node.regions for i in _reads(r)}
     for node in graph.nodes:
-        if not _marked(node) or node.attrs.get("fused_activation"):
+        if not _chained(node) or node.attrs.get("fused_activation"):
             continue                     # an epilogue numpy runs after it reads float32
         out = node.outputs[0]
         uses = readers.get(out, [])
         if not uses or out in graph.outputs or out in captured or not all(
-                _marked(r) and k in BF16_READS for r, k in uses):
+                _chained(r) and k in BF16_READS for r, k in uses):
             continue
         node.attrs[OUTPUT_DTYPE] = "bfloat16"
         graph.types[out] = TensorType("bfloat16", graph.types[out].shape)
@@ -114,8 +116,9 @@ def _chain(graph: Graph) -> int:
     return n
 
 
-def _marked(node: Node) -> bool:
-    return node.attrs.get(COMPUTE_DTYPE) == "bfloat16"
+def _chained(node: Node) -> bool:
+    """A marked node whose kernel reads and writes bfloat16 values."""
+    return node.op in CHAIN_OPS and node.attrs.get(COMPUTE_DTYPE) == "bfloat16"
 
 
 def _reads(graph: Graph) -> set[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 
 from aircc.errors import DeviceOutOfMemoryError
@@ -25,10 +26,12 @@ from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.library import DnnlError, using_threads
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc, md_of
-from aircc.executor.kernels.dnnl.ops import matmul
+from aircc.executor.kernels.dnnl.ops import matmul, reorder
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.executor.kernels.gemm import permuted_views
+from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
+from aircc.ops.precision import COMPUTE_DTYPE
 
 from . import DNNL
 from .common import (NotForDnnl, activation_after, activation_post_op, bind, cached_pd,
@@ -36,6 +39,8 @@ from .common import (NotForDnnl, activation_after, activation_post_op, bind, cac
 from .nan import guarded, norm, relu_ops
 
 FLOATS = ("float32",)
+#: The type a ``compute_dtype`` bfloat16 product reads its operands in.
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _shell(t) -> np.ndarray:
@@ -73,6 +78,10 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
         raise NotForDnnl(f"{a.dtype} @ {b.dtype}")
     rank = y.ndim
     src, wei, dst = (_padded(md_of(v), rank) for v in (a, b, y))
+    bf16 = attrs.get(COMPUTE_DTYPE) == "bfloat16"
+    if bf16:        # the activation converted into a dense copy, the weights as it packs them
+        src = _padded(md_of(_shell(TensorType("bfloat16", a.shape))), rank)
+        wei = MemoryDesc.from_tag((1,) * (rank - b.ndim) + b.shape, BF16, "any")
     ops = []
     if "fused_scale" in attrs:
         ops.append(Eltwise("linear", float(attrs["fused_scale"]), 0.0))
@@ -90,6 +99,13 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
     ops += activation_post_op(attrs, keep_nan)
     work = 2.0 * y.size * a.shape[-1]
     pd = cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")), work)
+    if bf16:
+        if not hasattr(pd, "to_bf16"):
+            pd.packed = None
+            pd.to_bf16 = reorder(_padded(md_of(a), rank), pd.src_md())
+            pd.to_bf16.team = pd.team
+            pd.workspace = align_up(pd.src_md().size) + pd.scratchpad_size
+        return pd
     if not hasattr(pd, "packed"):
         pd.packed, layout = None, _packed_layout(tuple(wei.dims), np.dtype(wei.dtype).str)
         if layout is not None and layout != wei:
@@ -136,6 +152,11 @@ def _weights(pd: PrimitiveDesc, b: np.ndarray, constant: bool, prepared):
     room for the packed copy reads it as it lies too."""
     packed = getattr(pd, "packed", None)
     plain = pd.weights_md()
+    if getattr(pd, "to_bf16", None) is not None:     # bfloat16: converted once, as it packs them
+        if not constant:
+            raise NotForDnnl("bfloat16 weights that change between runs")
+        as_lies = _padded(md_of(b), len(plain.dims))
+        return pd, reordered_constant(storage_view(b, as_lies), plain, b, prepared)
     if not constant or packed is None or b.flags.c_contiguous:
         return pd, storage_view(b, plain)
     try:
@@ -198,12 +219,27 @@ def _bound(pd, ins, outs, attrs, ws, constant, prepared, keep_nan=False):
     a, b, y = _views(ins[0], ins[1], outs[0], attrs)
     addend = ins[2] if len(ins) > 2 and ins[2] is not None else None
     pd, weights = _weights(pd, b, constant[1], prepared)
-    args = {Arg.src: storage_view(a, pd.src_md()), Arg.weights: weights,
-            Arg.dst: storage_view(y, pd.dst_md())}
+    to_bf16, src, ws = _source(pd, a, ws)
+    args = {Arg.src: src, Arg.weights: weights, Arg.dst: storage_view(y, pd.dst_md())}
     if addend is not None:
         args[post_op_arg(1 if "fused_scale" in attrs else 0)] = storage_view(
             addend, pd.arg_md(post_op_arg(1 if "fused_scale" in attrs else 0)))
-    return then(bind(pd, args, ws), activation_after(attrs, outs, keep_nan))
+    return then(to_bf16, bind(pd, args, ws), activation_after(attrs, outs, keep_nan))
+
+
+def _source(pd, a: np.ndarray, ws):
+    """(the call converting ``a`` to bfloat16 or None, Memory of the operand the product
+    reads, the workspace left for it): ``a`` as it lies, or its bfloat16 copy in the head
+    of the workspace (a buffer of its own where the plan gave less)."""
+    if getattr(pd, "to_bf16", None) is None:
+        return None, storage_view(a, pd.src_md()), ws
+    md = pd.src_md()
+    if ws is None or ws.nbytes < pd.workspace:
+        ws = np.empty(pd.workspace, np.uint8)
+    copy = storage(ws[:md.size], md)
+    convert = bind(pd.to_bf16, {Arg.src: storage_view(a, pd.to_bf16.src_md()), Arg.dst: copy},
+                   None)
+    return convert, copy, ws[align_up(md.size):]
 
 
 def storage_view(view: np.ndarray, md: MemoryDesc) -> Memory:
@@ -228,12 +264,12 @@ class Gemm:
         a, b = _gemm_views(ins[0], ins[1], attrs)
         c = ins[2] if len(ins) > 2 and ins[2] is not None else None
         pd, weights = _weights(pd, b, constant[1], prepared)
-        args = {Arg.src: storage_view(a, pd.src_md()), Arg.weights: weights,
-                Arg.dst: storage(outs[0], pd.dst_md())}
+        to_bf16, src, ws = _source(pd, a, ws)
+        args = {Arg.src: src, Arg.weights: weights, Arg.dst: storage(outs[0], pd.dst_md())}
         if c is not None:
             index = 1 if float(attrs.get("alpha", 1.0)) != 1.0 else 0
             args[post_op_arg(index)] = storage_view(c, pd.arg_md(post_op_arg(index)))
-        return bind(pd, args, ws)
+        return then(to_bf16, bind(pd, args, ws))
 
 
 def _gemm_views(a: np.ndarray, b: np.ndarray, attrs: dict):

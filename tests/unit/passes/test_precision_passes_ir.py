@@ -160,7 +160,7 @@ def test_a_value_only_bfloat16_kernels_read_is_held_in_bfloat16():
 @pytest.mark.parametrize("mixlist, message", [
     ({"grey-list": {}}, "unknown list 'grey-list'; the lists are black-list, white-list, gray-list"),
     ({"white-list": {"to-add": ["Softmax"]}}, r"\['Softmax'\] have no bfloat16 kernel; the ops "
-                                              r"that do: Conv"),
+                                              r"that do: Conv, MatMul, Gemm"),
     ({"black-list": ["Conv"]}, "black-list must map to-add and to-remove to lists of op types"),
 ])
 def test_a_wrong_mixlist_is_refused_naming_what_is_wrong(mixlist, message):
