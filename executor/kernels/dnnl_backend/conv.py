@@ -29,7 +29,7 @@ from aircc.ops.shapes import window_geometry
 from . import DNNL, winograd
 from .common import (NotForDnnl, act, activation_after, activation_post_op, bind, cached_pd,
                      dnnl_or_twin, logical_md, reordered_constant, storage, then, type_md)
-from .nan import guarded, norm, relu_ops
+from .nan import guarded, keeps_nan_always, norm, relu_ops
 
 FLOATS = ("float32",)
 #: The type a ``compute_dtype`` bfloat16 conv reads its activation and weights in.
@@ -114,6 +114,9 @@ class Conv:
         out, pb, pe = window_geometry(xs[2:], kernel, strides, dilations, pads, auto_pad)
         g = int(attrs.get("group", 1))
         o = int(w.shape[0])
+        keep_nan = keep_nan or keeps_nan_always(
+            xs[0] * o * _prod(out), attrs, any(t is not None and t.dtype == "bfloat16"
+                                               for t in (types[0], *types[3:4])))
         compute = BF16 if bf16 else np.dtype(x.dtype)
         written = attrs.get(OUTPUT_DTYPE, "float32") if bf16 else x.dtype
 

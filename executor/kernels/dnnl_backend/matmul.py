@@ -36,7 +36,7 @@ from aircc.ops.precision import COMPUTE_DTYPE
 from . import DNNL
 from .common import (NotForDnnl, activation_after, activation_post_op, bind, cached_pd,
                      dnnl_or_twin, reordered_constant, storage, then, unfaithful)
-from .nan import guarded, norm, relu_ops
+from .nan import guarded, keeps_nan_always, norm, relu_ops
 
 FLOATS = ("float32",)
 #: The type a ``compute_dtype`` bfloat16 product reads its operands in.
@@ -79,6 +79,7 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
     rank = y.ndim
     src, wei, dst = (_padded(md_of(v), rank) for v in (a, b, y))
     bf16 = attrs.get(COMPUTE_DTYPE) == "bfloat16"
+    keep_nan = keep_nan or keeps_nan_always(y.size, attrs)
     if bf16:        # the activation converted into a dense copy, the weights as it packs them
         src = _padded(md_of(_shell(TensorType("bfloat16", a.shape))), rank)
         wei = MemoryDesc.from_tag((1,) * (rank - b.ndim) + b.shape, BF16, "any")

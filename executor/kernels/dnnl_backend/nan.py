@@ -57,6 +57,18 @@ def norm(a: np.ndarray) -> float:
     return math.sqrt(f.size) * max(-float(np.minimum.reduce(f)), float(np.maximum.reduce(f)))
 
 
+def plain_epilogue_unsafe(attrs: dict) -> bool:
+    """Whether the product's fused epilogue takes NaN or an infinity wrong when run plain
+    (a fused Relu, an :func:`~.common.unfaithful` activation): :func:`guarded` decides."""
+    return bool(attrs.get("fused_relu")) or unfaithful(attrs)
+
+
+def keeps_nan_always(outputs: int, attrs: dict, bfloat16_operands: bool = False) -> bool:
+    """Whether a product of ``outputs`` entries runs its NaN-keeping epilogue with no guard
+    (see :func:`guarded`): its plan makes that twin alone, so that one primitive is made."""
+    return plain_epilogue_unsafe(attrs) and (outputs <= ALWAYS_KEEP_NAN or bfloat16_operands)
+
+
 def relu_guard(fast, make_slow, bound):
     """A call running ``fast`` (a product whose epilogue takes NaN or an infinity wrong: the
     plain Relu post-op, an :func:`~.common.unfaithful` activation, ``fuse_norm_relu``) when
@@ -85,7 +97,7 @@ def guarded(bound, plan, pd, ins, outs, attrs, ws, constant, prepared, magnitude
     :func:`relu_guard` with ``magnitude`` (a bound of its output's entries).  A product of
     at most :data:`ALWAYS_KEEP_NAN` outputs, or with no ``magnitude`` (operands whose norm
     numpy cannot take at speed: bfloat16), runs the twin alone."""
-    if not attrs.get("fused_relu") and not unfaithful(attrs):
+    if not plain_epilogue_unsafe(attrs):
         return bound(pd, ins, outs, attrs, ws, constant, prepared)
 
     def make_slow(into=None):          # packed weights in ``into`` (None: a host copy)
