@@ -334,6 +334,14 @@ def contended(rows: list[dict], targets: list[str], rounds: int, warmup: int, de
     return out
 
 
+def kept_with_serving(old: dict, serving: dict) -> dict:
+    """The results ``old`` with this run's serving table: its rows in place of the same
+    models' rows, the other models' rows kept (a run of some models updates those)."""
+    rows = {r["model"]: r for r in (old.get("serving") or {}).get("models", [])}
+    rows.update({r["model"]: r for r in serving["models"]})
+    return {**old, "serving": {**serving, "models": list(rows.values())}}
+
+
 def _serving(names: list[str], args, target: str, device, host: dict) -> dict:
     """The serving table's results for the models ``names`` (from every suite)."""
     chosen = entries(list(SUITES), set(names), args.broader_size)
@@ -373,7 +381,7 @@ def main(argv=None) -> int:
     ap.add_argument("--serving-only", action="store_true",
                     help="serve only (--serving's models, or its default): no latency rows, "
                          "contended run or compile scaling; the results file in --out keeps "
-                         "its other sections and takes the new serving table")
+                         "its other sections and other models' serving rows")
     ap.add_argument("--serving-seconds", type=float, default=None,
                     help="each serving block's window (default 1, 0.5 with --quick)")
     ap.add_argument("--serving-rounds", type=int, default=None, help="default 5, 3 with --quick")
@@ -443,7 +451,7 @@ def main(argv=None) -> int:
     path = os.path.join(args.out, "results.json")
     if args.serving_only and os.path.exists(path):    # the serving table alone: keep the rest
         with open(path) as f:
-            results = {**json.load(f), "serving": results["serving"]}
+            results = kept_with_serving(json.load(f), results["serving"])
     with open(path, "w") as f:
         json.dump(results, f, indent=2)
     with open(os.path.join(args.out, "results.md"), "w") as f:

@@ -389,3 +389,14 @@ def test_serving_windows_keep_n_requests_in_flight():
     with cf.ThreadPoolExecutor(8) as pool:
         w = serving.futures_window(lambda: pool.submit(request), 2, 0.05)
     assert most[0] == 2 and w.completed >= 2 and w.seconds >= 0.05
+
+
+def test_a_serving_only_run_updates_its_models_rows_and_keeps_the_rest():
+    run = _bench_module("run")
+    old = {"models": [{"name": "resnet50"}], "serving": {"rounds": 5, "models": [
+        {"model": "squeezenet", "n": 1}, {"model": "resnet50", "n": 1}]}}
+    new = {"rounds": 3, "models": [{"model": "resnet50", "n": 2}, {"model": "bert", "n": 2}]}
+    kept = run.kept_with_serving(old, new)
+    assert kept["models"] == old["models"] and kept["serving"]["rounds"] == 3
+    assert kept["serving"]["models"] == [{"model": "squeezenet", "n": 1},
+                                         {"model": "resnet50", "n": 2}, {"model": "bert", "n": 2}]
