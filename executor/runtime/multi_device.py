@@ -109,8 +109,14 @@ class MultiDeviceModel:
                           output_names) for lo in range(0, n, dim0)]
         return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
 
-    def run(self, feeds: dict, output_names: list[str] | None = None) -> dict:
-        """The whole batch's outputs, as one device would give them."""
+    def run(self, feeds: dict, output_names: list[str] | None = None, *,
+            device_outputs: bool | list[str] = False) -> dict:
+        """The whole batch's outputs, as one device would give them (host arrays: a batch
+        split across devices has no one device to leave them on)."""
+        if device_outputs:
+            raise InputError(f"model '{self.name}' runs split across devices "
+                             f"{[d.id for d in self.devices]}: its outputs come back as host "
+                             f"arrays; load it on one device for device_outputs")
         parts = self.split(feeds)
         futures = [self._threads.submit(self._run_part, i, part, output_names)
                    for i, part in parts]

@@ -15,7 +15,7 @@ import pytest
 
 import aircc
 from aircc import faults
-from aircc.errors import ConfigError, DeviceError, DeviceLostError
+from aircc.errors import ConfigError, DeviceError, DeviceLostError, InputError
 from aircc.executor.device.device import VirtualDevice
 from aircc.executor.device.discovery import discover
 from aircc.executor.device.health import DeviceState
@@ -357,6 +357,15 @@ def test_a_model_on_two_devices_shares_no_memory(four_devices, mlp_builds):
         b.engine.prepared.refill()       # what is derived from the weights (packed copies) too
         np.testing.assert_array_equal(a.run({"input": x[:2]})["probs"], want[:2])
         assert not np.array_equal(b.run({"input": x[2:]})["probs"], want[2:])
+
+
+def test_a_model_split_across_devices_refuses_device_outputs_and_runs_on(four_devices,
+                                                                          mlp_builds):
+    x = np.random.default_rng(2).standard_normal((4, 784)).astype(np.float32)
+    with aircc.load(mlp_builds["static"], devices=four_devices.devices) as m:
+        with pytest.raises(InputError, match="split across devices .* load it on one device"):
+            m.run({"input": x}, device_outputs=True)
+        assert m.run({"input": x})["probs"].shape == (4, 10)
 
 
 def test_a_device_faulted_mid_run_fails_over_and_the_run_completes(four_devices, mlp_builds):
