@@ -13,7 +13,8 @@ def row_line(r: dict, gemm: float) -> str | None:
     parts = [f"{r['model']:<24} {r['mode']:<8} ort {r['onnxruntime_ms']:8.2f} ms"]
     for name, t in r["targets"].items():
         fb = f" fallback {t['fallback_nodes']}" if t["fallback_nodes"] else ""
-        parts.append(f"{name} {t['aircc_ms']:8.2f} ms ratio {t['ratio']:5.2f}{fb}")
+        cos = f" cosine to f32 {t['cosine_to_float32']:.6f}" if "cosine_to_float32" in t else ""
+        parts.append(f"{name} {t['aircc_ms']:8.2f} ms ratio {t['ratio']:5.2f}{fb}{cos}")
     if r.get("gmacs"):
         parts.append("GFLOP/s ort {:.0f}, {} (GEMM {:.0f})".format(r["onnxruntime_gflops"], ", ".join(
             f"{name} {t['aircc_gflops']:.0f}" for name, t in r["targets"].items()), gemm))
@@ -56,6 +57,7 @@ def _cores(row: dict) -> str:
 
 def _table(rows: list[dict], targets: list[str]) -> list[str]:
     many = len(targets) > 1
+    reduced = [t for t in targets if "@" in t]      # a precision mode: its agreement with f32
 
     def label(what: str, t: str) -> str:
         return f"{what} {t}" if many else what
@@ -64,9 +66,11 @@ def _table(rows: list[dict], targets: list[str]) -> list[str]:
               + [label("ratio", t) for t in targets]
               + ["host us/inference", "peak device MB", "compile s", "GMAC"]
               + [label("aircc", t) + " GFLOP/s" for t in targets]
-              + ["onnxruntime GFLOP/s", "fallback nodes", "other processes' CPU"])
+              + ["onnxruntime GFLOP/s", "fallback nodes"]
+              + [label("cosine to f32", t) for t in reduced] + ["other processes' CPU"])
     lines = ["| " + " | ".join(header) + " |",
-             "| --- | --- |" + " ---: |" * (len(header) - 4) + " --- | ---: |"]
+             "|" + "".join(" --- |" if h in ("model", "mode", "fallback nodes") else " ---: |"
+                           for h in header)]
     for r in rows:
         if "ratio" not in r:
             continue
@@ -80,6 +84,8 @@ def _table(rows: list[dict], targets: list[str]) -> list[str]:
         cells.append(f"{r['onnxruntime_gflops']:.0f}" if r.get("gmacs") else "-")
         cells.append("; ".join((f"{t} " if many else "") + _fallback(x)
                                for t, x in zip(targets, ts) if x and "fallback_nodes" in x) or "-")
+        cells += [f"{x['cosine_to_float32']:.6f}" if x and "cosine_to_float32" in x else "-"
+                  for t, x in zip(targets, ts) if t in reduced]
         cells.append(_cores(r))
         lines.append("| " + " | ".join(cells) + " |")
     return lines

@@ -4,6 +4,7 @@
     python benchmarks/run.py --quick         # fewer rounds
     python benchmarks/run.py --only resnet50 --rounds 20
     python benchmarks/run.py --suite broader --targets native,cpu-dnnl
+    python benchmarks/run.py --suite light --targets native,native@allow_mix_precision_bf16
     python benchmarks/run.py --only resnet50 --contended resnet50
     python benchmarks/run.py --serving-only --serving squeezenet,resnet50
 
@@ -63,7 +64,7 @@ from quiet import wait_until_quiet
 from report import markdown, row_line
 from scaling import SCALING_SIZES, SCALING_WIDTHS, compile_scaling, growth_exponents, load_time  # noqa: F401
 from serving import SERVING, isa_flags, random_feeds, serve
-from targets import expand, fallback_ops, usable_targets
+from targets import expand, fallback_ops, options_of, usable_targets
 from work import gemm_gflops, multiply_adds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -164,7 +165,8 @@ def _prepare(entry: dict, target: str, feeds, cache: dict, device) -> dict:
     if key[0] and key in cache:
         return cache[key]
     t = time.perf_counter()
-    compiled = compile_model(entry["model"], dataclasses.replace(entry["options"], target=target))
+    compiled = compile_model(entry["model"], dataclasses.replace(entry["options"],
+                                                                  **options_of(target)))
     compile_s = time.perf_counter() - t
     model = aircc.load(compiled.om, device=device)
     try:
@@ -213,12 +215,29 @@ def bench_model(entry: dict, targets: list[str], rounds: int, warmup: int, cache
         row["onnxruntime_gflops"] = 2 * macs / 1e9 / (row["onnxruntime_ms"] / 1e3)
         for t in row["targets"].values():
             t["aircc_gflops"] = 2 * macs / 1e9 / (t["aircc_ms"] / 1e3)
+    _agreement(row, prepared, feeds)
     primary = next(iter(row["targets"]))
     row.update({"target": primary, **row["targets"][primary]})
     if not shared:
         for p in prepared.values():
             p["model"].close()
     return row
+
+
+def _agreement(row: dict, prepared: dict, feeds: dict) -> None:
+    """For each target with a precision mode, the cosine of its outputs (all of them, as
+    one vector) to the first target's without one, on the row's inputs."""
+    plain = next((t for t in prepared if "precision_mode" not in options_of(t)), None)
+    if plain is None:
+        return
+    want = prepared[plain]["model"].run(feeds)
+    for target, p in prepared.items():
+        if "precision_mode" in options_of(target) and target in row["targets"]:
+            got = p["model"].run(feeds)
+            a = np.concatenate([np.ravel(want[k]).astype(np.float64) for k in want])
+            b = np.concatenate([np.ravel(got[k]).astype(np.float64) for k in want])
+            row["targets"][target]["cosine_to_float32"] = float(
+                a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
 
 
 #: Each round runs a block of each engine's runs back to back; a fast model's blocks
@@ -368,8 +387,10 @@ def main(argv=None) -> int:
                     help="comma-separated compile targets, each timed against onnxruntime "
                          "(default native,numpy: this machine's default backend and the numpy "
                          "reference backend, one target when they are the same); 'numpy' "
-                         "names cpu-<this machine's vector class>; one this machine cannot "
-                         "use is skipped")
+                         "names cpu-<this machine's vector class>; TARGET@MODE compiles with "
+                         "--precision_mode MODE (native@allow_mix_precision_bf16) and reports "
+                         "its outputs' cosine to the first float32 target's; one this machine "
+                         "cannot use is skipped")
     ap.add_argument("--only", default=None, help="comma-separated model names")
     ap.add_argument("--contended", nargs="?", const=CONTENDED, default=None, metavar="MODELS",
                     help="also time these models (default resnet50; a full run does) quiet and "

@@ -22,13 +22,24 @@ def _probe_model() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+#: How a ``--targets`` entry names a precision mode: ``native@allow_mix_precision_bf16``.
+MODE_MARK = "@"
+
+
+def options_of(spec: str) -> dict:
+    """The compile options a ``--targets`` entry names: its target, and the precision mode
+    after ``@`` (``native@allow_mix_precision_bf16``; none: the graph's own types)."""
+    name, _, mode = spec.partition(MODE_MARK)
+    return {"target": name, **({"precision_mode": mode} if mode else {})}
+
+
 def expand(names: list[str]) -> list[str]:
     """``names`` with ``numpy`` replaced by this machine's numpy target (``cpu-<vector
     class>``: the reference backend where ``native`` is another), duplicates dropped."""
     out: list[str] = []
     for name in names:
-        if name == "numpy":
-            name = f"cpu-{resolve_target('native').vector_class}"
+        if name.partition(MODE_MARK)[0] == "numpy":
+            name = f"cpu-{resolve_target('native').vector_class}" + name[len("numpy"):]
         if name not in out:
             out.append(name)
     return out
@@ -40,9 +51,11 @@ def usable_targets(names: list[str], device=None) -> tuple[dict[str, str], dict[
     usable, skipped = {}, {}
     for name in names:
         try:
-            compiled = compile_model(_probe_model(), CompileOptions(target=name))
+            compiled = compile_model(_probe_model(), CompileOptions(**options_of(name)))
             aircc.load(compiled.om, device=device).close()
-            usable[name] = resolve_target(compiled.report.target).describe()
+            mode = options_of(name).get("precision_mode")
+            usable[name] = resolve_target(compiled.report.target).describe() + (
+                f", precision mode {mode}" if mode else "")
         except (CompileOptionError, TargetUnavailableError) as e:
             skipped[name] = f"{type(e).__name__}: {e}"
             print(f"target {name} skipped: {skipped[name]}", flush=True)

@@ -400,3 +400,24 @@ def test_a_serving_only_run_updates_its_models_rows_and_keeps_the_rest():
     assert kept["models"] == old["models"] and kept["serving"]["rounds"] == 3
     assert kept["serving"]["models"] == [{"model": "squeezenet", "n": 1},
                                          {"model": "resnet50", "n": 2}, {"model": "bert", "n": 2}]
+
+
+def test_a_target_with_a_precision_mode_is_timed_beside_float32_with_its_agreement():
+    run, report = _bench_module("run"), _bench_module("report")
+    targets = _bench_module("targets")
+    assert targets.options_of("native@force_bf16") == {"target": "native",
+                                                         "precision_mode": "force_bf16"}
+    assert targets.options_of("native") == {"target": "native"}
+    usable, skipped = targets.usable_targets(["native", "native@allow_mix_precision_bf16"])
+    assert "native" in usable
+    names = list(usable)
+    row = run.bench_model(_tiny_entry(), names, rounds=1, warmup=0, cache={})
+    assert row["errors"] == {}
+    if "native@allow_mix_precision_bf16" in usable:        # a CPU with AVX512-BF16 or AMX
+        t = row["targets"]["native@allow_mix_precision_bf16"]
+        assert 0.999 < t["cosine_to_float32"] <= 1.0 + 1e-9
+        table = "\n".join(report._table([row], names))
+        assert "cosine to f32 native@allow_mix_precision_bf16" in table
+    else:
+        assert "AVX512-BF16" in skipped["native@allow_mix_precision_bf16"]
+    assert "cosine_to_float32" not in row["targets"]["native"]
