@@ -10,6 +10,20 @@ def pytest_addoption(parser):
     parser.addoption("--corpus", action="store_true",
                      help="run every model of the export corpus (tests/corpus, docs/corpus.md), "
                           "not only its fast subset")
+    parser.addoption("--long", action="store_true",
+                     help="also run the tests marked long: the slowest end-to-end checks "
+                          "(a driver killed half way on Ray, then resumed; airrun on an "
+                          "existing Ray cluster), left out of the default run for its time")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without ``--long``, the tests marked ``long`` are deselected (not run, not skipped)."""
+    if config.getoption("long"):
+        return
+    kept = [i for i in items if i.get_closest_marker("long") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
 
 
 @pytest.fixture

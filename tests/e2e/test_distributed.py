@@ -275,6 +275,7 @@ def test_a_dataset_that_cannot_feed_the_model_is_refused_naming_the_columns(loca
         run_dataset(om, str(tmp_path))
 
 
+@pytest.mark.long
 def test_airrun_runs_a_parquet_dataset_on_an_existing_cluster(local_ray, images, tmp_path):
     """``airrun --dataset --ray ADDRESS`` joins the module's Ray instance by its address."""
     import pyarrow as pa
@@ -405,6 +406,7 @@ def test_a_job_resumes_from_its_checkpoint_running_only_missing_and_damaged_batc
         run_dataset(om, {"x": x[::-1].copy()}, batch_size=BATCH, checkpoint_dir=ck)
 
 
+@pytest.mark.long
 def test_airrun_killed_half_way_resumes_and_gives_an_uninterrupted_runs_outputs(
         local_ray, images, tmp_path):
     """The driver is killed (SIGKILL) once about half the batches are recorded; ``airrun
