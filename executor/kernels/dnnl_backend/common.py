@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from typing import Callable, Optional
 
+import ml_dtypes
 import numpy as np
 
 from aircc.executor.device import threads
@@ -29,6 +30,7 @@ from aircc.executor.kernels.dnnl.library import (DnnlError, DnnlUnimplemented, s
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc
 from aircc.executor.kernels.dnnl.ops import reorder
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
+from aircc.formats.alignment import align_up
 from aircc.ops import KernelImpl, TensorType, kernel_backend
 from aircc.ops.layout import adapt_kernel, to_first
 from aircc.ops.precision import COMPUTE_DTYPE
@@ -123,6 +125,33 @@ def reordered_constant(src: Memory, want: MemoryDesc, owner: np.ndarray, prepare
     key = ("dnnl-weights", owner.ctypes.data, owner.shape, owner.strides, owner.dtype.str,
            repr(want))
     return storage(prepared_array(prepared, key, (want.size,), np.uint8, fill), want)
+
+
+#: The type a ``compute_dtype`` bfloat16 kernel reads its activation and weights in.
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def convert_to_bf16(pd: PrimitiveDesc, src: MemoryDesc) -> None:
+    """Give a bfloat16 primitive ``pd`` the reorder that converts its float32 activation
+    (of descriptor ``src``) into the head of its workspace (``pd.to_bf16``), once."""
+    if not hasattr(pd, "to_bf16"):
+        pd.to_bf16 = reorder(src, pd.src_md())
+        pd.to_bf16.team = pd.team
+        pd.workspace = align_up(pd.src_md().size) + pd.scratchpad_size
+
+
+def bf16_source(pd: PrimitiveDesc, src: Memory, ws: np.ndarray | None):
+    """(the call converting ``src`` to bfloat16, or None, Memory of the activation the
+    primitive reads, the workspace left for it): ``src`` itself, or, where ``pd`` has a
+    ``to_bf16``, its copy in the head of the workspace (a buffer of its own where the plan
+    gave less)."""
+    if getattr(pd, "to_bf16", None) is None:
+        return None, src, ws
+    md = pd.src_md()
+    if ws is None or ws.nbytes < pd.workspace:
+        ws = np.empty(pd.workspace, np.uint8)
+    copy = storage(ws[:md.size], md)
+    return bind(pd.to_bf16, {Arg.src: src, Arg.dst: copy}, None), copy, ws[align_up(md.size):]
 
 
 def type_md(t: TensorType, channels_last: bool = False) -> MemoryDesc:

@@ -10,15 +10,13 @@ keep them (:mod:`.nan`).
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from aircc.executor.kernels.dnnl.attr import Attr, Binary, Sum
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.memory import MemoryDesc
-from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution, reorder
+from aircc.executor.kernels.dnnl.ops import conv_weights_dims, convolution, deconvolution
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
-from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
 from aircc.ops.precision import BF16_IO, COMPUTE_DTYPE, OUTPUT_DTYPE
 from aircc.ops.defs.conv import OIHW, window_params
@@ -27,13 +25,12 @@ from aircc.ops.layout import is_channels_last
 from aircc.ops.shapes import window_geometry
 
 from . import DNNL, winograd
-from .common import (NotForDnnl, act, activation_after, activation_post_op, bind, cached_pd,
-                     dnnl_or_twin, logical_md, reordered_constant, storage, then, type_md)
+from .common import (BF16, NotForDnnl, act, activation_after, activation_post_op, bf16_source,
+                     bind, cached_pd, convert_to_bf16, dnnl_or_twin, logical_md,
+                     reordered_constant, storage, then, type_md)
 from .nan import guarded, keeps_nan_always, norm, relu_ops
 
 FLOATS = ("float32",)
-#: The type a ``compute_dtype`` bfloat16 conv reads its activation and weights in.
-BF16 = np.dtype(ml_dtypes.bfloat16)
 SPATIAL_RANKS = (1, 2, 3)
 
 
@@ -100,7 +97,7 @@ class Conv:
         """The primitive; ``keep_nan``: its epilogue one that keeps NaN (:mod:`.nan`).  In
         bfloat16 (``compute_dtype``): the activation and the weights bfloat16, the output
         and the epilogue float32, and ``pd.to_bf16`` the reorder that converts the
-        activation into the head of the workspace (:func:`bf16_input`)."""
+        activation into the head of the workspace (:func:`~.common.bf16_source`)."""
         x, w = types[0], types[1]
         bf16 = attrs.get(COMPUTE_DTYPE) == "bfloat16"
         if x.dtype not in (BF16_IO if bf16 else FLOATS) or \
@@ -134,10 +131,8 @@ class Conv:
                                dilations=dilations, attr=attr)
         work = 2.0 * xs[0] * _prod(out) * o * (xs[1] // g) * _prod(kernel)
         pd = cached_pd(_key("conv", types, attrs) + (keep_nan,), make, work)
-        if bf16 and x.dtype == "float32" and not hasattr(pd, "to_bf16"):
-            pd.to_bf16 = reorder(type_md(x, cl), pd.src_md())
-            pd.to_bf16.team = pd.team
-            pd.workspace = align_up(pd.src_md().size) + pd.scratchpad_size
+        if bf16 and x.dtype == "float32":
+            convert_to_bf16(pd, type_md(x, cl))
         return pd
 
     @staticmethod
@@ -167,25 +162,12 @@ def operand_bound(ins: list, constant: list):
     return bound
 
 
-def bf16_input(pd: PrimitiveDesc, x: np.ndarray, cl: bool, ws: np.ndarray | None):
-    """(the call converting ``x`` to bfloat16, Memory of the copy, the rest of ``ws``): the
-    copy in the head of the workspace (a buffer of its own where the plan gave less)."""
-    md = pd.src_md()
-    head = align_up(md.size)
-    if ws is None or ws.nbytes < pd.workspace:
-        ws = np.empty(pd.workspace, np.uint8)
-    copy = storage(ws[:md.size], md)
-    return bind(pd.to_bf16, {Arg.src: act(x, cl), Arg.dst: copy}, None), copy, ws[head:]
-
-
 def _bound(pd: PrimitiveDesc, ins, outs, attrs, ws, constant, prepared, keep_nan=False):
     x, w, y = ins[0], ins[1], outs[0]
     cl = is_channels_last(attrs)
     plain = onnx_weights_md(w.shape, w.dtype, int(attrs.get("group", 1)), transposed=False)
     weights = _weights(pd, w, plain, constant[1], prepared)
-    to_bf16, src = None, act(x, cl)
-    if getattr(pd, "to_bf16", None) is not None:
-        to_bf16, src, ws = bf16_input(pd, x, cl, ws)
+    to_bf16, src, ws = bf16_source(pd, act(x, cl), ws)
     args = {Arg.src: src, Arg.weights: weights, Arg.dst: act(y, cl)}
     if len(ins) > 2 and ins[2] is not None:
         args[Arg.bias] = ins[2]

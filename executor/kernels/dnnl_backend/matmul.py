@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 
-import ml_dtypes
 import numpy as np
 
 from aircc.errors import DeviceOutOfMemoryError
@@ -26,21 +25,19 @@ from aircc.executor.kernels.dnnl.attr import Attr, Binary, Eltwise
 from aircc.executor.kernels.dnnl.enums import Arg, post_op_arg
 from aircc.executor.kernels.dnnl.library import DnnlError, using_threads
 from aircc.executor.kernels.dnnl.memory import Memory, MemoryDesc, md_of
-from aircc.executor.kernels.dnnl.ops import matmul, reorder
+from aircc.executor.kernels.dnnl.ops import matmul
 from aircc.executor.kernels.dnnl.primitive import PrimitiveDesc
 from aircc.executor.kernels.gemm import permuted_views
-from aircc.formats.alignment import align_up
 from aircc.ops import TensorType
 from aircc.ops.precision import COMPUTE_DTYPE
 
 from . import DNNL
-from .common import (NotForDnnl, activation_after, activation_post_op, bind, cached_pd,
-                     dnnl_or_twin, reordered_constant, storage, then, unfaithful)
+from .common import (BF16, NotForDnnl, activation_after, activation_post_op, bf16_source, bind,
+                     cached_pd, convert_to_bf16, dnnl_or_twin, reordered_constant, storage,
+                     then, unfaithful)
 from .nan import guarded, keeps_nan_always, norm, relu_ops
 
 FLOATS = ("float32",)
-#: The type a ``compute_dtype`` bfloat16 product reads its operands in.
-BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _shell(t) -> np.ndarray:
@@ -101,11 +98,8 @@ def _plan(a: np.ndarray, b: np.ndarray, y: np.ndarray, addend, attrs: dict,
     work = 2.0 * y.size * a.shape[-1]
     pd = cached_pd(key, lambda: matmul(src, wei, dst, attr=Attr(ops, scratchpad="user")), work)
     if bf16:
-        if not hasattr(pd, "to_bf16"):
-            pd.packed = None
-            pd.to_bf16 = reorder(_padded(md_of(a), rank), pd.src_md())
-            pd.to_bf16.team = pd.team
-            pd.workspace = align_up(pd.src_md().size) + pd.scratchpad_size
+        pd.packed = None
+        convert_to_bf16(pd, _padded(md_of(a), rank))
         return pd
     if not hasattr(pd, "packed"):
         pd.packed, layout = None, _packed_layout(tuple(wei.dims), np.dtype(wei.dtype).str)
@@ -229,18 +223,9 @@ def _bound(pd, ins, outs, attrs, ws, constant, prepared, keep_nan=False):
 
 
 def _source(pd, a: np.ndarray, ws):
-    """(the call converting ``a`` to bfloat16 or None, Memory of the operand the product
-    reads, the workspace left for it): ``a`` as it lies, or its bfloat16 copy in the head
-    of the workspace (a buffer of its own where the plan gave less)."""
-    if getattr(pd, "to_bf16", None) is None:
-        return None, storage_view(a, pd.src_md()), ws
-    md = pd.src_md()
-    if ws is None or ws.nbytes < pd.workspace:
-        ws = np.empty(pd.workspace, np.uint8)
-    copy = storage(ws[:md.size], md)
-    convert = bind(pd.to_bf16, {Arg.src: storage_view(a, pd.to_bf16.src_md()), Arg.dst: copy},
-                   None)
-    return convert, copy, ws[align_up(md.size):]
+    """:func:`~.common.bf16_source` of ``a`` as it lies."""
+    converts = getattr(pd, "to_bf16", None)
+    return bf16_source(pd, storage_view(a, (converts or pd).src_md()), ws)
 
 
 def storage_view(view: np.ndarray, md: MemoryDesc) -> Memory:
