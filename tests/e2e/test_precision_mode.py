@@ -137,3 +137,26 @@ def test_modify_mixlist_from_the_command_line(tmp_path):
     r = CliRunner().invoke(aircc_cli, ["compile", str(tmp_path / "cnn.onnx"), "--emit", "report",
                                        "--modify_mixlist", str(mixlist)])
     assert r.exit_code != 0 and "is not JSON" in r.output
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_bfloat16_kernels_keep_nan_and_infinities_where_float32_does(mode):
+    """NaN and +-inf in the input (through a bfloat16 chain, a fused Relu and a residual):
+    every output that float32 makes NaN or infinite is NaN or infinite in bfloat16 too,
+    and the finite ones stay close."""
+    from aircc.ops import machine
+
+    if not machine.host_cpu_flags() & {"avx512_bf16", "amx_bf16"}:
+        with pytest.raises(aircc.TargetUnavailableError):
+            aircc.load(aircc.compile(small_cnn(), precision_mode="force_bf16").om)
+        return
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    x[0, 0, 3, 3], x[0, 1, 8, 8], x[1, 2, 0, 0] = np.nan, np.inf, -np.inf
+    want = aircc.load(aircc.compile(small_cnn(), mode=mode).om).run({"x": x})["y"]
+    got = aircc.load(aircc.compile(small_cnn(), mode=mode, precision_mode="force_bf16").om
+                     ).run({"x": x})["y"]
+    assert np.isnan(want).any()                                   # the case is exercised
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=0.05, atol=0.05)
